@@ -202,7 +202,7 @@ def backward_graph(status: tuple[tuple[str, str], ...]) -> str:
     pos, edges = _graph_layout()
     with _style():
         depth = -min(y for _, y in pos.values())
-        fig = Figure(figsize=(5.2, 0.42 * depth + 1.2))
+        fig = Figure(figsize=(4.2, 0.38 * depth + 1.0))
         ax = fig.add_axes((0, 0, 1, 1))
         ax.set_xlim(-1.7, 4.1)
         ax.set_ylim(-depth - 0.8, 0.6)

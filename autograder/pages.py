@@ -41,7 +41,7 @@ td.ungraded { background: #eeeeee; color: #757575; } td.num { text-align: right;
 .scroll { overflow-x: auto; max-height: 80vh; }
 .error { border-left: 4px solid var(--fail); background: #ffebee; padding: .5rem 1rem; }
 .error pre { white-space: pre-wrap; overflow-wrap: anywhere; margin: .3rem 0; }
-.feedback { display: grid; grid-template-columns: minmax(260px, 380px) 1fr; gap: 2rem; }
+.feedback { display: grid; grid-template-columns: minmax(280px, 420px) 1fr; gap: 2rem; }
 .feedback .graph img { width: 100%; } .graph { position: sticky; top: 0; align-self: start; }
 @media (max-width: 800px) { .feedback { grid-template-columns: 1fr; } .graph { position: static; } }
 article.step { border: 1px solid #e0e0e0; border-left: 5px solid var(--fail); border-radius: 4px;
