@@ -14,7 +14,7 @@ import string
 from . import figures
 from .catalog import BY_NAME, STEPS
 from .pages import escape, figure, fmt, inline_markdown, page, step_status
-from .results import StepResult, SubmissionResult
+from .results import RowReport, StepResult, SubmissionResult
 
 _LECTURE_ROWS = "." + string.ascii_lowercase
 """The characters of C's rows in the lecture's vocabulary ('.' then a-z), for the dC strip."""
@@ -107,30 +107,35 @@ def _failed_step(res: StepResult) -> str:
     if facts:
         out.append(f'<p class="muted">{escape("; ".join(facts))}</p>')
     if res.rows is not None and res.rows.uses:
-        out.append(_rows_figure(res))
+        out.append(_rows_figure(res.rows))
     if step is not None:
         out.append(f"<details><summary>Hint</summary><p>{inline_markdown(step.text)}</p></details>")
     out.append("</article>")
     return "\n".join(out)
 
 
-def _rows_figure(res: StepResult) -> str:
-    assert res.rows is not None
-    uses, wrong = res.rows.uses, sorted(set(res.rows.wrong))
-    labels = list(_LECTURE_ROWS) if len(uses) == len(_LECTURE_ROWS) else []
+def _rows_figure(rows: RowReport) -> str:
+    """The dC strip and a sentence on which rows are wrong: only repeated rows points at the
+    scatter that drops duplicate indices."""
+    uses, wrong = tuple(rows.uses), tuple(sorted(set(rows.wrong)))
+    labels = tuple(_LECTURE_ROWS) if len(uses) == len(_LECTURE_ROWS) else ()
     repeated = {r for r, u in enumerate(uses) if u > 1}
     if not wrong:
-        caption = "Every row of C is right; the difference lies elsewhere."
-    elif set(wrong) <= repeated:
+        caption = "Every row of C is right in this configuration."
+    elif set(wrong) == repeated:
         caption = (
-            f"{len(wrong)} rows are wrong, all of them used more than once in the batch "
-            f"({len(repeated)} rows are): only repeated rows lose updates."
+            f"Exactly the {len(wrong)} rows the batch used more than once are wrong; "
+            "the rows it used once are right."
+        )
+    elif set(wrong) < repeated:
+        caption = (
+            f"{len(wrong)} rows are wrong, all of them rows the batch used more than once "
+            f"({len(repeated)} such rows); the rows it used once are right."
         )
     else:
-        caption = f"{len(wrong)} of {len(uses)} rows are wrong."
-    return figure(
-        figures.row_strip(uses, wrong, labels), "rows of C: uses and wrong rows", escape(caption)
-    )
+        caption = f"{len(wrong)} of {len(uses)} rows are wrong, among them rows used at most once."
+    svg = figures.row_strip(uses, wrong, labels)
+    return figure(svg, "rows of C: uses and wrong rows", escape(caption))
 
 
 def feedback_filename(path: str) -> str:

@@ -266,9 +266,13 @@ def backward_graph(status: tuple[tuple[str, str], ...]) -> str:
         return _svg(fig)
 
 
-def row_strip(uses: Sequence[int], wrong: Sequence[int], labels: Sequence[str] = ()) -> str:
+@lru_cache(maxsize=64)
+def row_strip(uses: tuple[int, ...], wrong: tuple[int, ...], labels: tuple[str, ...] = ()) -> str:
     """dC: one bar per row of C, as tall as the number of times the batch used that row, red
-    where the student's gradient for the row is wrong, green where right, grey if unused."""
+    where the student's gradient for the row is wrong, green where right, grey if unused.
+
+    Cached: every submission of a run sees the same batch, and a given bug the same wrong rows.
+    """
     bad = set(wrong)
     colours = [FAIL if r in bad else (PASS if u else UNGRADED) for r, u in enumerate(uses)]
     with _style():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import figures, report
+from autograder import cli, figures, report
 from autograder.catalog import STEPS
 from autograder.results import (
     CaseResult,
@@ -209,7 +209,7 @@ def test_feedback_lists_each_failing_step_with_its_diagnoses_and_the_dC_strip() 
     assert page.count('<article class="step"') == 2
     assert page.index('id="dcounts"') < page.index('id="dC"')  # catalog order
     assert "scatter-drops-duplicates" in page and "<code>index_add_</code>" in page
-    assert "all of them used more than once" in page
+    assert "Exactly the 4 rows the batch used more than once are wrong" in page
     svgs = _svgs(_parse(page))
     assert len(svgs) == 2  # the backward graph and the rows of C
     assert "<script" not in page
@@ -254,6 +254,14 @@ def test_report_command_reads_the_json_the_grader_writes(
     assert report.report_command(args) == 0
     assert (tmp_path / "r.html").exists() and len(list((tmp_path / "fb").iterdir())) == 4
     assert "wrote" in capsys.readouterr().out
+
+
+def test_cli_report_writes_the_report_and_feedback_pages(tmp_path: Path) -> None:
+    results = tmp_path / "results.json"
+    write_json(results, mixed_run().to_json())
+    out, fb = tmp_path / "report.html", tmp_path / "feedback"
+    assert cli.main(["report", str(results), "-o", str(out), "--per-student", str(fb)]) == 0
+    assert _parse(out.read_text()).body_rows == 4 and len(list(fb.glob("*.html"))) == 4
 
 
 @pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"submissions": [{"x": 1}]}'])
