@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from . import __version__
-from .cases import Case, build_cases, warm
+from .cases import Case, build_cases
 from .catalog import STEPS, Step, total_points
 from .diagnose import Evidence, diagnose, wrong_rows
 from .results import CaseResult, Diagnosis, RowReport, RunResult, StepResult, SubmissionResult
@@ -76,8 +76,8 @@ class Grader:
         self.seed = secrets.randbelow(2**31) if seed is None else int(seed)
         self.limits = limits or Limits()
         self.jobs = jobs
+        # References are computed on first use, in the parent, while the first workers run.
         self.cases = build_cases(self.seed)
-        warm(self.cases)
 
     # -- one step -------------------------------------------------------------------------
 
@@ -148,7 +148,6 @@ class Grader:
         ``error`` set and no steps; nothing a submission does stops the batch."""
         subs: dict[int, Submission] = {}
         pending: dict[int, dict[str, StepResult]] = {}
-        started: dict[int, float] = {}
         todo: dict[int, int] = {}
         paths = list(paths)
 
@@ -171,17 +170,20 @@ class Grader:
                     ready.append(SubmissionResult(path=str(path), score=0.0, max_score=total_points(),
                                                   error=str(e), steps=[]))
                     continue
-                subs[i], pending[i], started[i] = sub, {}, time.perf_counter()
-                todo[i] = 0
+                subs[i], pending[i] = sub, {}
+                to_run = []
                 for step in STEPS:
                     code = sub.answers.get(step.name)
                     if code is None or is_stub(code):
                         pending[i][step.name] = self.judge(step, code, None, sub.problems.get(step.name))
                     else:
-                        todo[i] += 1
-                        yield (i, step.name), self.task(step, code)
-                if todo[i] == 0:
+                        to_run.append((step, code))
+                # Counted before the first task starts: outcomes may arrive while this generator waits.
+                todo[i] = len(to_run)
+                if not to_run:
                     ready.append(finish(i))
+                for step, code in to_run:
+                    yield (i, step.name), self.task(step, code)
 
         ready: list[SubmissionResult] = []
         for (i, name), outcome in run_many(tasks(), self.limits, self.jobs):

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -42,7 +43,7 @@ def gradescope_json(sub: SubmissionResult) -> dict[str, Any]:
 
 def step_table(sub: SubmissionResult) -> Table:
     """One submission in detail: a row per step."""
-    t = Table(title=f"{sub.path}: {sub.score:g}/{sub.max_score:g}", title_justify="left")
+    t = Table(title=f"{escape(sub.path)}: {sub.score:g}/{sub.max_score:g}", title_justify="left")
     for col in ("step", "mark", "maxdiff", "shape", "diagnosis"):
         t.add_column(col, overflow="fold")
     for s in sub.steps:
@@ -50,7 +51,7 @@ def step_table(sub: SubmissionResult) -> Table:
         maxdiff = "" if s.maxdiff is None else f"{s.maxdiff:.1e}"
         shape = "" if s.shape is None else "×".join(map(str, s.shape)) or "scalar"
         text = " ".join(f"[{d.code}] {d.message}" for d in s.diagnoses)
-        t.add_row(s.step, mark, maxdiff, shape, text)
+        t.add_row(s.step, mark, maxdiff, shape, escape(text))
     return t
 
 
@@ -64,7 +65,7 @@ def batch_table(subs: list[SubmissionResult]) -> Table:
         marks = "".join("[green]✓[/]" if s.passed else "[red]✗[/]" for s in sub.steps) or "-"
         failed = [s.step for s in sub.steps if not s.passed]
         notes = sub.error or (f"failed: {', '.join(failed)}" if failed else "")
-        t.add_row(sub.path, f"{sub.score:g}/{sub.max_score:g}", marks, notes)
+        t.add_row(escape(sub.path), f"{sub.score:g}/{sub.max_score:g}", marks, escape(notes))
     if subs:
         per_step = [sum(1 for sub in subs if sub.steps and sub.steps[i].passed) for i in range(len(STEPS))]
         t.caption = "passed per step: " + ", ".join(
