@@ -114,19 +114,48 @@ def build_cases(seed: int) -> list[Case]:
     true = true_gradients(lecture)
     gens = [torch.Generator().manual_seed(seed * 7 + i) for i in range(4)]
     cases = [
-        Case("lecture", "lecture tensors, true upstream gradients", LECTURE, True, lecture, true,
-             exact=true),
-        Case("lecture-vjp", "lecture tensors, random upstream gradients", LECTURE, False, lecture,
-             _random_upstream(lecture, gens[0])),
+        Case(
+            "lecture",
+            "lecture tensors, true upstream gradients",
+            LECTURE,
+            True,
+            lecture,
+            true,
+            exact=true,
+        ),
+        Case(
+            "lecture-vjp",
+            "lecture tensors, random upstream gradients",
+            LECTURE,
+            False,
+            lecture,
+            _random_upstream(lecture, gens[0]),
+        ),
     ]
     for name, cfg, g in (("sizes-a", SIZES_A, gens[1]), ("sizes-b", SIZES_B, gens[2])):
         graph = _random_graph(cfg, g)
-        cases.append(Case(name, f"other sizes {cfg.as_dict()}, random upstream gradients", cfg,
-                          False, graph, _random_upstream(graph, g)))
+        cases.append(
+            Case(
+                name,
+                f"other sizes {cfg.as_dict()}, random upstream gradients",
+                cfg,
+                False,
+                graph,
+                _random_upstream(graph, g),
+            )
+        )
     g = gens[3]
     graph = _random_graph(REPEATS, g, _repeats_batch(REPEATS, g))
-    cases.append(Case("repeats", "rows of C used many times and once, random upstream gradients",
-                      REPEATS, False, graph, _random_upstream(graph, g)))
+    cases.append(
+        Case(
+            "repeats",
+            "rows of C used many times and once, random upstream gradients",
+            REPEATS,
+            False,
+            graph,
+            _random_upstream(graph, g),
+        )
+    )
     return cases
 
 

@@ -29,26 +29,41 @@ def _parser() -> argparse.ArgumentParser:
     g = sub.add_parser("grade", help="grade notebooks (files or folders of .ipynb)")
     g.add_argument("paths", nargs="+", type=Path, metavar="PATH")
     g.add_argument("--json", type=Path, metavar="FILE", help="write results as JSON")
-    g.add_argument("--gradescope", type=Path, metavar="FILE",
-                   help="write Gradescope's results.json (one test per step)")
+    g.add_argument(
+        "--gradescope",
+        type=Path,
+        metavar="FILE",
+        help="write Gradescope's results.json (one test per step)",
+    )
     g.add_argument("--seed", type=int, help="seed of the hidden configurations (replays a run)")
     g.add_argument("--jobs", type=int, default=0, help="parallel workers (default: all cores)")
     g.add_argument("--timeout", type=float, default=10.0, help="seconds per step (default 10)")
-    g.add_argument("--resume", action="store_true",
-                   help="with --json: keep the results already in FILE, grade only the rest")
+    g.add_argument(
+        "--resume",
+        action="store_true",
+        help="with --json: keep the results already in FILE, grade only the rest",
+    )
     g.add_argument("--quiet", action="store_true", help="no table, only the summary line")
 
     d = sub.add_parser("data", help="download names.txt and verify its SHA-256")
-    d.add_argument("--path", type=Path, metavar="FILE",
-                   help="where names.txt is or goes (default: $BACKPROP_NINJA_NAMES or data/names.txt)")
+    d.add_argument(
+        "--path",
+        type=Path,
+        metavar="FILE",
+        help="where names.txt is or goes (default: $BACKPROP_NINJA_NAMES or data/names.txt)",
+    )
 
     sub.add_parser("build", help="regenerate exercises/ and solutions/ from source/ with nbgrader")
 
     r = sub.add_parser("report", help="HTML report of a results file for instructors")
     r.add_argument("results", type=Path, metavar="RESULTS.json")
     r.add_argument("-o", "--output", type=Path, default=Path("report.html"))
-    r.add_argument("--per-student", type=Path, metavar="DIR",
-                   help="also write one feedback page per submission into DIR")
+    r.add_argument(
+        "--per-student",
+        type=Path,
+        metavar="DIR",
+        help="also write one feedback page per submission into DIR",
+    )
     return p
 
 

@@ -53,7 +53,7 @@ def build_dataset(
             ix = stoi[ch]
             X.append(context)
             Y.append(ix)
-            context = context[1:] + [ix]
+            context = [*context[1:], ix]
     return torch.tensor(X), torch.tensor(Y)
 
 
@@ -74,7 +74,9 @@ def lecture_splits(words: list[str], block_size: int = 3) -> Splits:
     """Shuffle with ``random.seed(42)`` and split 80/10/10, exactly as the lecture does."""
     vocab = Vocabulary.from_words(words)
     shuffled = list(words)
-    random.Random(42).shuffle(shuffled)  # same permutation as random.seed(42); random.shuffle(words)
+    random.Random(42).shuffle(
+        shuffled
+    )  # same permutation as random.seed(42); random.shuffle(words)
     n1, n2 = int(0.8 * len(shuffled)), int(0.9 * len(shuffled))
     Xtr, Ytr = build_dataset(shuffled[:n1], vocab, block_size)
     Xdev, Ydev = build_dataset(shuffled[n1:n2], vocab, block_size)

@@ -17,9 +17,7 @@ when every case passes, it did not use autograd, and it did not change any of it
 from __future__ import annotations
 
 import secrets
-import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -57,10 +55,10 @@ def compare(step: Step, case: Case, answer: Answer) -> CaseResult:
 def row_report(case: Case, step: Step, answer: Answer, tol: float | None) -> RowReport:
     """dC: how often the batch used each row of C and which rows of the answer are off."""
     wrong, repeated = wrong_rows(case, step, answer, tol) if tol is not None else (set(), set())
+    if tol is None:
+        repeated = {int(r) for r in torch.nonzero(case.row_uses() > 1).flatten()}
     return RowReport(
-        uses=[int(u) for u in case.row_uses()],
-        wrong=sorted(wrong),
-        repeated=sorted(int(r) for r in torch.nonzero(case.row_uses() > 1).flatten()),
+        uses=[int(u) for u in case.row_uses()], wrong=sorted(wrong), repeated=sorted(repeated)
     )
 
 
@@ -72,7 +70,9 @@ class Grader:
     (0: one per core).
     """
 
-    def __init__(self, seed: int | None = None, limits: Limits | None = None, jobs: int = 0) -> None:
+    def __init__(
+        self, seed: int | None = None, limits: Limits | None = None, jobs: int = 0
+    ) -> None:
         self.seed = secrets.randbelow(2**31) if seed is None else int(seed)
         self.limits = limits or Limits()
         self.jobs = jobs
@@ -81,7 +81,9 @@ class Grader:
 
     # -- one step -------------------------------------------------------------------------
 
-    def judge(self, step: Step, code: str | None, outcome: Outcome | None, problem: str | None = None) -> StepResult:
+    def judge(
+        self, step: Step, code: str | None, outcome: Outcome | None, problem: str | None = None
+    ) -> StepResult:
         """Turn a worker's outcome (or the lack of one) into the step's result."""
         answers: dict[str, Answer] = {}
         failure = problem
@@ -94,18 +96,36 @@ class Grader:
             failure = outcome.detail
         elif code is not None and is_stub(code):
             answers = {c.name: Answer(kind="not-implemented") for c in self.cases}
-        verdicts = [compare(step, c, answers[c.name]) if c.name in answers
-                    else CaseResult(c.name, False, None, None, "no-result") for c in self.cases]
+        verdicts = [
+            compare(step, c, answers[c.name])
+            if c.name in answers
+            else CaseResult(c.name, False, None, None, "no-result")
+            for c in self.cases
+        ]
         lecture, lecture_answer = self.cases[0], answers.get(self.cases[0].name)
-        ev = Evidence(step=step, code=code, cases=self.cases, answers=answers, verdicts=verdicts,
-                      outcome=outcome, problem=failure)
+        ev = Evidence(
+            step=step,
+            code=code,
+            cases=self.cases,
+            answers=answers,
+            verdicts=verdicts,
+            outcome=outcome,
+            problem=failure,
+        )
         diagnoses = diagnose(ev)
         blocking = {"uses-autograd", "in-place-mutation"}
-        passed = (bool(answers) and all(v.passed for v in verdicts)
-                  and not any(d.code in blocking for d in diagnoses))
+        passed = (
+            bool(answers)
+            and all(v.passed for v in verdicts)
+            and not any(d.code in blocking for d in diagnoses)
+        )
         t = lecture_answer.tensor if lecture_answer is not None else None
         exact = None
-        if t is not None and step.name in lecture.exact and t.shape == lecture.exact[step.name].shape:
+        if (
+            t is not None
+            and step.name in lecture.exact
+            and t.shape == lecture.exact[step.name].shape
+        ):
             exact = bool(torch.equal(t, lecture.exact[step.name]))
         return StepResult(
             step=step.name,
@@ -119,8 +139,13 @@ class Grader:
             dtype=str(t.dtype).removeprefix("torch.") if t is not None else None,
             diagnoses=diagnoses,
             cases=verdicts,
-            rows=(row_report(lecture, step, lecture_answer or Answer(kind="missing"), verdicts[0].tolerance)
-                  if step.var == "C" else None),
+            rows=(
+                row_report(
+                    lecture, step, lecture_answer or Answer(kind="missing"), verdicts[0].tolerance
+                )
+                if step.var == "C"
+                else None
+            ),
             seconds=outcome.seconds if outcome is not None else 0.0,
         )
 
@@ -156,8 +181,13 @@ class Grader:
             steps = [pending[i][s.name] for s in STEPS]
             del pending[i]
             problems = "; ".join(f"{k}: {v}" for k, v in sub.problems.items()) or None
-            res = SubmissionResult(path=str(sub.path), score=sum(s.score for s in steps),
-                                   max_score=total_points(), error=problems, steps=steps)
+            res = SubmissionResult(
+                path=str(sub.path),
+                score=sum(s.score for s in steps),
+                max_score=total_points(),
+                error=problems,
+                steps=steps,
+            )
             if on_result is not None:
                 on_result(res)
             return res
@@ -167,18 +197,27 @@ class Grader:
                 try:
                     sub = load_submission(Path(path))
                 except SubmissionError as e:
-                    ready.append(SubmissionResult(path=str(path), score=0.0, max_score=total_points(),
-                                                  error=str(e), steps=[]))
+                    ready.append(
+                        SubmissionResult(
+                            path=str(path),
+                            score=0.0,
+                            max_score=total_points(),
+                            error=str(e),
+                            steps=[],
+                        )
+                    )
                     continue
                 subs[i], pending[i] = sub, {}
                 to_run = []
                 for step in STEPS:
                     code = sub.answers.get(step.name)
                     if code is None or is_stub(code):
-                        pending[i][step.name] = self.judge(step, code, None, sub.problems.get(step.name))
+                        pending[i][step.name] = self.judge(
+                            step, code, None, sub.problems.get(step.name)
+                        )
                     else:
                         to_run.append((step, code))
-                # Counted before the first task starts: outcomes may arrive while this generator waits.
+                # Counted before the first task starts: outcomes arrive while this generator waits.
                 todo[i] = len(to_run)
                 if not to_run:
                     ready.append(finish(i))
@@ -197,10 +236,15 @@ class Grader:
         while ready:
             yield ready.pop(0)
 
-    def run(self, paths: Iterable[Path], on_result: Callable[[SubmissionResult], None] | None = None) -> RunResult:
+    def run(
+        self, paths: Iterable[Path], on_result: Callable[[SubmissionResult], None] | None = None
+    ) -> RunResult:
         """Grade everything and return the run (submissions in completion order)."""
-        return RunResult(seed=self.seed, submissions=list(self.grade_paths(paths, on_result)),
-                         version=__version__)
+        return RunResult(
+            seed=self.seed,
+            submissions=list(self.grade_paths(paths, on_result)),
+            version=__version__,
+        )
 
 
 def diagnosis_text(step: StepResult) -> str:

@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -57,8 +56,10 @@ def step_table(sub: SubmissionResult) -> Table:
 
 def batch_table(subs: list[SubmissionResult]) -> Table:
     """Many submissions: a row each, with one mark per step in catalog order."""
-    t = Table(title=f"{len(subs)} submissions; marks in step order: "
-              + " ".join(s.name for s in STEPS), title_justify="left")
+    t = Table(
+        title=f"{len(subs)} submissions; marks in step order: " + " ".join(s.name for s in STEPS),
+        title_justify="left",
+    )
     for col in ("submission", "score", "steps", "notes"):
         t.add_column(col, overflow="fold")
     for sub in sorted(subs, key=lambda s: s.path):
@@ -67,9 +68,12 @@ def batch_table(subs: list[SubmissionResult]) -> Table:
         notes = sub.error or (f"failed: {', '.join(failed)}" if failed else "")
         t.add_row(escape(sub.path), f"{sub.score:g}/{sub.max_score:g}", marks, escape(notes))
     if subs:
-        per_step = [sum(1 for sub in subs if sub.steps and sub.steps[i].passed) for i in range(len(STEPS))]
+        per_step = [
+            sum(1 for sub in subs if sub.steps and sub.steps[i].passed) for i in range(len(STEPS))
+        ]
         t.caption = "passed per step: " + ", ".join(
-            f"{s.name} {k}/{len(subs)}" for s, k in zip(STEPS, per_step, strict=True))
+            f"{s.name} {k}/{len(subs)}" for s, k in zip(STEPS, per_step, strict=True)
+        )
     return t
 
 
@@ -115,8 +119,15 @@ def grade_command(args: argparse.Namespace) -> int:
         if args.json:
             write_json(args.json, run.to_json())
 
-    with Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=True, disable=len(paths) < 2) as bar:
+    with Progress(
+        TextColumn("grading"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=len(paths) < 2,
+    ) as bar:
         task = bar.add_task("grading", total=len(paths))
         for sub in grader.grade_paths(paths):
             run.submissions.append(sub)
@@ -135,8 +146,10 @@ def grade_command(args: argparse.Namespace) -> int:
             out.print(batch_table(run.submissions))
     total = sum(s.score for s in run.submissions)
     top = sum(s.max_score for s in run.submissions)
-    out.print(f"graded {len(run.submissions)} notebook(s): {total:g}/{top:g} points; "
-              f"seed {grader.seed} (replay with --seed {grader.seed})")
+    out.print(
+        f"graded {len(run.submissions)} notebook(s): {total:g}/{top:g} points; "
+        f"seed {grader.seed} (replay with --seed {grader.seed})"
+    )
     sys.stdout.flush()
     return 0
 

@@ -47,8 +47,12 @@ def check_step(name: str, code: str) -> None:
         grader = _get_grader()
         result = grader.grade_code(step(name), code)
     verdict = "passed" if result.passed else "failed"
-    print(f"{name}: {verdict} ({result.score:g}/{result.max_score:g}, hidden cases, "
-          f"seed {grader.seed})")
+    print(
+        f"{name}: {verdict} ({result.score:g}/{result.max_score:g}, hidden cases, "
+        f"seed {grader.seed})"
+    )
     if not result.passed:
-        raise AssertionError(" ".join(f"[{d.code}] {d.message}" for d in result.diagnoses)
-                             or f"{name} is not correct")
+        raise AssertionError(
+            " ".join(f"[{d.code}] {d.message}" for d in result.diagnoses)
+            or f"{name} is not correct"
+        )

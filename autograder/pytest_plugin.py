@@ -16,10 +16,19 @@ from .results import SubmissionResult
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("backprop-ninja")
-    group.addoption("--submission", type=Path, metavar="PATH",
-                    help="notebook graded by the backprop-ninja hidden suite")
-    group.addoption("--bn-seed", type=int, metavar="N", dest="bn_seed",
-                    help="seed of the hidden configurations (default: drawn and reported)")
+    group.addoption(
+        "--submission",
+        type=Path,
+        metavar="PATH",
+        help="notebook graded by the backprop-ninja hidden suite",
+    )
+    group.addoption(
+        "--bn-seed",
+        type=int,
+        metavar="N",
+        dest="bn_seed",
+        help="seed of the hidden configurations (default: drawn and reported)",
+    )
 
 
 _graded: dict[Path, tuple[int, SubmissionResult]] = {}

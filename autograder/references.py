@@ -5,10 +5,11 @@ directly), given an upstream gradient ``g_c`` for each consumer, the reference i
 
     dv = sum_i  J_{c_i}(v)^T g_{c_i}
 
-where ``J_{c_i}(v)`` is the Jacobian of the single line ``c_i = f(v, ...)`` with every other input of
-that line held fixed. Each product is taken by re-evaluating that one line with ``v`` as a leaf and
-asking autograd for ``grad(c_i, v, g_{c_i})``: never a gradient through the whole graph, which would
-count the indirect paths (``counts -> counts_sum -> counts_sum_inv -> probs``) a second time.
+where ``J_{c_i}(v)`` is the Jacobian of the single line ``c_i = f(v, ...)`` with every other input
+of that line held fixed. Each product is taken by re-evaluating that one line with ``v`` as a leaf
+and asking autograd for the gradient of ``<c_i, g_{c_i}>`` with respect to ``v``: never a gradient
+through the whole graph, which would count the indirect paths (``counts -> counts_sum ->
+counts_sum_inv -> probs``) a second time.
 The terms are kept apart (``branches``) because a missing term is a diagnosis of its own.
 """
 

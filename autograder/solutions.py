@@ -8,16 +8,12 @@ kit's tests grade it. Each answer reads only what the grader supplies for that s
 from __future__ import annotations
 
 SOLUTIONS: dict[str, str] = {
-    "dlogprobs": (
-        "dlogprobs = torch.zeros_like(logprobs)\n"
-        "dlogprobs[range(n), Yb] = -1.0 / n"
-    ),
+    "dlogprobs": ("dlogprobs = torch.zeros_like(logprobs)\ndlogprobs[range(n), Yb] = -1.0 / n"),
     "dprobs": "dprobs = (1.0 / probs) * dlogprobs",
     "dcounts_sum_inv": "dcounts_sum_inv = (counts * dprobs).sum(1, keepdim=True)",
     "dcounts_sum": "dcounts_sum = (-counts_sum**-2) * dcounts_sum_inv",
     "dcounts": (
-        "dcounts = counts_sum_inv * dprobs\n"
-        "dcounts += torch.ones_like(counts) * dcounts_sum"
+        "dcounts = counts_sum_inv * dprobs\ndcounts += torch.ones_like(counts) * dcounts_sum"
     ),
     "dnorm_logits": "dnorm_logits = counts * dcounts",
     "dlogit_maxes": "dlogit_maxes = (-dnorm_logits).sum(1, keepdim=True)",
@@ -35,14 +31,10 @@ SOLUTIONS: dict[str, str] = {
     "dbnvar_inv": "dbnvar_inv = (bndiff * dbnraw).sum(0, keepdim=True)",
     "dbnvar": "dbnvar = (-0.5 * (bnvar + 1e-5)**-1.5) * dbnvar_inv",
     "dbndiff2": "dbndiff2 = (1.0 / (n - 1)) * torch.ones_like(bndiff2) * dbnvar",
-    "dbndiff": (
-        "dbndiff = bnvar_inv * dbnraw\n"
-        "dbndiff += (2 * bndiff) * dbndiff2"
-    ),
+    "dbndiff": ("dbndiff = bnvar_inv * dbnraw\ndbndiff += (2 * bndiff) * dbndiff2"),
     "dbnmeani": "dbnmeani = (-dbndiff).sum(0, keepdim=True)",
     "dhprebn": (
-        "dhprebn = dbndiff.clone()\n"
-        "dhprebn += 1.0 / n * (torch.ones_like(hprebn) * dbnmeani)"
+        "dhprebn = dbndiff.clone()\ndhprebn += 1.0 / n * (torch.ones_like(hprebn) * dbnmeani)"
     ),
     "dembcat": "dembcat = dhprebn @ W1.T",
     "dW1": "dW1 = embcat.T @ dhprebn",

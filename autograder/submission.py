@@ -64,7 +64,9 @@ def read_notebook(path: Path) -> dict[str, Any]:
     try:
         nb = nbformat.reads(text, as_version=4)
     except (json.JSONDecodeError, ValueError, TypeError, KeyError, AttributeError):
-        raise SubmissionError("the file is not a Jupyter notebook (it is not notebook JSON)") from None
+        raise SubmissionError(
+            "the file is not a Jupyter notebook (it is not notebook JSON)"
+        ) from None
     except Exception as e:  # nbformat raises assorted errors on odd JSON; none must crash a batch
         raise SubmissionError(f"the notebook cannot be read: {type(e).__name__}") from None
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
@@ -86,7 +88,8 @@ def extract_answers(nb: dict[str, Any], path: Path) -> Submission:
         cells = found.get(step.name, [])
         if not cells:
             sub.problems[step.name] = (
-                f"no answer cell with grade id '{step.name}' was found: the cell was deleted or its "
+                f"no answer cell with grade id '{step.name}' was found: the cell was deleted or "
+                "its "
                 "metadata changed; answer in the notebook's own cell for this step"
             )
         elif len(cells) > 1:
@@ -107,7 +110,7 @@ def load_submission(path: Path) -> Submission:
 
 
 def find_notebooks(paths: list[Path]) -> list[Path]:
-    """Files as given, folders searched recursively for ``*.ipynb`` (checkpoints skipped), sorted."""
+    """Files as given; folders searched recursively for ``*.ipynb``, checkpoints skipped."""
     out: list[Path] = []
     for p in paths:
         if p.is_dir():

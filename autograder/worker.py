@@ -38,8 +38,16 @@ MAX_HEADER = 1 << 20
 DTYPES: dict[str, torch.dtype] = {
     str(d).removeprefix("torch."): d
     for d in (
-        torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32,
-        torch.int16, torch.int8, torch.uint8, torch.bool,
+        torch.float64,
+        torch.float32,
+        torch.float16,
+        torch.bfloat16,
+        torch.int64,
+        torch.int32,
+        torch.int16,
+        torch.int8,
+        torch.uint8,
+        torch.bool,
     )
 }
 
@@ -109,9 +117,9 @@ def run_answer(step: Step, cases: list[Case], code: str) -> bytes:
     # Nothing in a step's namespace requires grad; these only fire if an answer asks for autograd.
     torch.autograd.grad = spy(torch.autograd.grad)
     torch.autograd.backward = spy(torch.autograd.backward)
-    Tensor.backward = spy(Tensor.backward)
-    Tensor.requires_grad_ = spy(Tensor.requires_grad_)
-    Tensor.retain_grad = spy(Tensor.retain_grad)
+    Tensor.backward = spy(Tensor.backward)  # type: ignore[method-assign]
+    Tensor.requires_grad_ = spy(Tensor.requires_grad_)  # type: ignore[method-assign]
+    Tensor.retain_grad = spy(Tensor.retain_grad)  # type: ignore[method-assign]
     torch.set_grad_enabled = spy(torch.set_grad_enabled)  # type: ignore[misc]
     torch.enable_grad = spy(torch.enable_grad)  # type: ignore[misc]
 
@@ -142,8 +150,11 @@ def run_answer(step: Step, cases: list[Case], code: str) -> bytes:
                 if numel(t) > MAX_ELEMENTS:
                     rec.update(kind="too-large", shape=list(t.shape))
                 else:
-                    rec.update(kind="tensor", dtype=str(t.dtype).removeprefix("torch."),
-                               shape=[int(s) for s in t.shape])
+                    rec.update(
+                        kind="tensor",
+                        dtype=str(t.dtype).removeprefix("torch."),
+                        shape=[int(s) for s in t.shape],
+                    )
                     rec["autograd_result"] = bool(value.requires_grad or value.grad_fn is not None)
                     blobs.append(raw(t))
                     rec["nbytes"] = len(blobs[-1])
@@ -156,8 +167,7 @@ def run_answer(step: Step, cases: list[Case], code: str) -> bytes:
         except BaseException as e:  # SystemExit and KeyboardInterrupt are the answer's too
             rec.update(kind="error", error=_describe(e), lineno=_lineno(e))
         rec["mutated"] = [
-            k for k, v in given.items()
-            if isinstance(v, Tensor) and not equal(v, pristine[k])
+            k for k, v in given.items() if isinstance(v, Tensor) and not equal(v, pristine[k])
         ]
         rec["autograd"] = bool(used_autograd[0] or is_grad_enabled() or rec.get("autograd_result"))
         records.append(rec)
@@ -202,7 +212,10 @@ def parse_payload(payload: bytes, cases: list[Case]) -> dict[str, Answer]:
         raise PayloadError("header is not JSON") from None
     recs = header.get("cases") if isinstance(header, dict) else None
     names = [c.name for c in cases]
-    if not isinstance(recs, list) or [r.get("case") if isinstance(r, dict) else None for r in recs] != names:
+    if (
+        not isinstance(recs, list)
+        or [r.get("case") if isinstance(r, dict) else None for r in recs] != names
+    ):
         raise PayloadError("cases do not match")
     offset, out = 8 + hlen, {}
     for rec in recs:
@@ -225,7 +238,9 @@ def parse_payload(payload: bytes, cases: list[Case]) -> dict[str, Answer]:
         line = rec.get("lineno")
         ans.lineno = line if type(line) is int else None
         mutated = rec.get("mutated")
-        ans.mutated = [m for m in mutated if isinstance(m, str)][:20] if isinstance(mutated, list) else []
+        ans.mutated = (
+            [m for m in mutated if isinstance(m, str)][:20] if isinstance(mutated, list) else []
+        )
         ans.autograd = rec.get("autograd") is True
         out[rec["case"]] = ans
     if offset != len(payload):

@@ -39,8 +39,10 @@ def main() -> None:
         print(f"{i:>4} {g:>10.2f} {t:>17.2f}")
     g_med = statistics.median(r[0] for r in rows)
     t_med = statistics.median(r[1] for r in rows)
-    print(f"median: grade {g_med:.2f} s, import torch {t_med:.2f} s, grading beyond torch "
-          f"{g_med - t_med:.2f} s; goal < 3 s: {'met' if g_med < 3 else 'NOT met'}")
+    print(
+        f"median: grade {g_med:.2f} s, import torch {t_med:.2f} s, grading beyond torch "
+        f"{g_med - t_med:.2f} s; goal < 3 s: {'met' if g_med < 3 else 'NOT met'}"
+    )
 
 
 if __name__ == "__main__":

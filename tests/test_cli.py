@@ -15,11 +15,19 @@ CLI = [sys.executable, "-m", "autograder.cli"]
 
 def grade(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, COLUMNS="200")
-    return subprocess.run([*CLI, "grade", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=300)
+    return subprocess.run(
+        [*CLI, "grade", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=300,
+    )
 
 
-def test_grading_one_notebook_prints_a_table_and_exits_zero_whatever_the_score(tmp_path: Path) -> None:
+def test_grading_one_notebook_prints_a_table_and_exits_zero_whatever_the_score(
+    tmp_path: Path,
+) -> None:
     nb = make_notebook(tmp_path / "student.ipynb", {"dC": SCATTER_BUG_CODE})
     r = grade(nb, "--seed", "7")
     assert r.returncode == 0, r.stderr
@@ -43,8 +51,17 @@ def test_json_output_has_the_documented_fields(tmp_path: Path) -> None:
         assert {"path", "score", "max_score", "error", "steps"} <= set(sub)
         assert len(sub["steps"]) == 26
         for s in sub["steps"]:
-            assert {"step", "passed", "score", "max_score", "diagnoses", "maxdiff", "exact",
-                    "shape", "dtype"} <= set(s)
+            assert {
+                "step",
+                "passed",
+                "score",
+                "max_score",
+                "diagnoses",
+                "maxdiff",
+                "exact",
+                "shape",
+                "dtype",
+            } <= set(s)
             for d in s["diagnoses"]:
                 assert set(d) == {"code", "message"}
     assert not list(tmp_path.glob(".results.json.*"))  # no temporary file left behind
@@ -81,4 +98,7 @@ def test_resume_grades_only_what_is_missing(tmp_path: Path) -> None:
     second = json.loads(out.read_text())
     assert second["seed"] == first["seed"]
     assert second["submissions"][0] == first["submissions"][0]
-    assert {Path(s["path"]).name: s["score"] for s in second["submissions"]} == {"a.ipynb": 26, "b.ipynb": 25}
+    assert {Path(s["path"]).name: s["score"] for s in second["submissions"]} == {
+        "a.ipynb": 26,
+        "b.ipynb": 25,
+    }

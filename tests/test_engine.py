@@ -9,15 +9,14 @@ import nbformat
 import pytest
 import torch
 
-from autograder.catalog import FORWARD, STEPS, step, total_points
 from autograder.cases import build_cases
+from autograder.catalog import FORWARD, STEPS, step, total_points
 from autograder.engine import Grader
 from autograder.model import OPS, lecture_graph, true_gradients
 from autograder.solutions import SOLUTIONS
 
-from .notebooks import make_notebook
-
 from .notebooks import SCATTER_BUG_CODE as SCATTER_BUG
+from .notebooks import make_notebook
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +37,9 @@ def test_catalog_consumers_are_the_lines_that_read_each_variable() -> None:
     import re
 
     for s in STEPS:
-        readers = tuple(var for var, line in FORWARD
-                        if re.search(rf"\b{s.var}\b", line.split("=", 1)[1]))
+        readers = tuple(
+            var for var, line in FORWARD if re.search(rf"\b{s.var}\b", line.split("=", 1)[1])
+        )
         assert set(readers) == set(s.consumers), s.name
 
 
@@ -76,7 +76,9 @@ def test_released_notebook_scores_zero_with_not_implemented(grader: Grader, tmp_
 
 
 def test_one_wrong_step_costs_only_that_step(grader: Grader, tmp_path: Path) -> None:
-    nb = make_notebook(tmp_path / "one.ipynb", {"dcounts_sum": "dcounts_sum = counts_sum**-2 * dcounts_sum_inv"})
+    nb = make_notebook(
+        tmp_path / "one.ipynb", {"dcounts_sum": "dcounts_sum = counts_sum**-2 * dcounts_sum_inv"}
+    )
     sub = grader.run([nb]).submissions[0]
     assert sub.score == 25
     assert [s.step for s in sub.steps if not s.passed] == ["dcounts_sum"]
@@ -93,8 +95,10 @@ def test_scatter_with_fancy_index_is_flagged_on_repeated_rows(grader: Grader) ->
 
 
 def test_true_zero_gradients_are_checked_with_random_upstream(grader: Grader) -> None:
-    for name, code in [("dlogit_maxes", "dlogit_maxes = dnorm_logits.sum(1, keepdim=True)"),
-                       ("db1", "db1 = torch.zeros_like(b1)")]:
+    for name, code in [
+        ("dlogit_maxes", "dlogit_maxes = dnorm_logits.sum(1, keepdim=True)"),
+        ("db1", "db1 = torch.zeros_like(b1)"),
+    ]:
         r = grader.grade_code(step(name), code)
         assert not r.passed, name
         assert r.cases[0].passed  # right at the true gradient, which is ~0 ...
@@ -104,30 +108,38 @@ def test_true_zero_gradients_are_checked_with_random_upstream(grader: Grader) ->
 def test_autograd_is_reported_from_the_source_and_at_run_time(grader: Grader) -> None:
     pasted = grader.grade_code(step("dC"), "dC = C.grad")
     assert "uses-autograd" in [d.code for d in pasted.diagnoses]
-    hidden = ("ag = getattr(torch, 'auto' + 'grad')\n"
-              "x = probs.detach().clone(); x.requires_grad = True\n"
-              "y = x.log()\n"
-              "dprobs, = ag.grad(y, x, dlogprobs)")
+    hidden = (
+        "ag = getattr(torch, 'auto' + 'grad')\n"
+        "x = probs.detach().clone(); x.requires_grad = True\n"
+        "y = x.log()\n"
+        "dprobs, = ag.grad(y, x, dlogprobs)"
+    )
     r = grader.grade_code(step("dprobs"), hidden)
     assert not r.passed
     assert "uses-autograd" in [d.code for d in r.diagnoses]
 
 
 def test_a_run_is_reproducible_from_its_seed(tmp_path: Path) -> None:
-    nb = make_notebook(tmp_path / "wrong.ipynb", {"dbndiff2": "dbndiff2 = (1.0/n)*torch.ones_like(bndiff2)*dbnvar"})
+    nb = make_notebook(
+        tmp_path / "wrong.ipynb", {"dbndiff2": "dbndiff2 = (1.0/n)*torch.ones_like(bndiff2)*dbnvar"}
+    )
     a = Grader(seed=99).run([nb]).to_json()
     b = Grader(seed=99).run([nb]).to_json()
     c = Grader(seed=100).run([nb]).to_json()
 
     def values(run: dict) -> list:
-        return [(s["step"], s["passed"], [x["maxdiff"] for x in s["cases"]])
-                for s in run["submissions"][0]["steps"]]
+        return [
+            (s["step"], s["passed"], [x["maxdiff"] for x in s["cases"]])
+            for s in run["submissions"][0]["steps"]
+        ]
 
     assert a["seed"] == 99 and values(a) == values(b)
     assert values(a) != values(c)
 
 
-def test_missing_renamed_and_duplicated_cells_cost_their_steps_only(grader: Grader, tmp_path: Path) -> None:
+def test_missing_renamed_and_duplicated_cells_cost_their_steps_only(
+    grader: Grader, tmp_path: Path
+) -> None:
     path = make_notebook(tmp_path / "cells.ipynb")
     nb = nbformat.read(str(path), as_version=4)
     answers = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")]
@@ -142,9 +154,20 @@ def test_missing_renamed_and_duplicated_cells_cost_their_steps_only(grader: Grad
     assert sub.error and "dlogprobs" in sub.error and "dcounts" in sub.error
 
 
-@pytest.mark.parametrize("content", [b"", b"not json at all", b"\x00\x01\x02\xff" * 100,
-                                     b'{"cells": 3}', b"[1, 2, 3]", json.dumps({"nbformat": 4}).encode()])
-def test_unreadable_files_get_a_clear_error_and_the_batch_goes_on(grader: Grader, tmp_path: Path, content: bytes) -> None:
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b"not json at all",
+        b"\x00\x01\x02\xff" * 100,
+        b'{"cells": 3}',
+        b"[1, 2, 3]",
+        json.dumps({"nbformat": 4}).encode(),
+    ],
+)
+def test_unreadable_files_get_a_clear_error_and_the_batch_goes_on(
+    grader: Grader, tmp_path: Path, content: bytes
+) -> None:
     bad = tmp_path / "bad.ipynb"
     bad.write_bytes(content)
     good = make_notebook(tmp_path / "good.ipynb")

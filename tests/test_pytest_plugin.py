@@ -10,8 +10,22 @@ from .notebooks import SCATTER_BUG_CODE, make_notebook
 
 
 def run_suite(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "autograder", "-p", "no:cacheprovider",
-                           *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=300)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--pyargs",
+            "autograder",
+            "-p",
+            "no:cacheprovider",
+            *map(str, args),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+    )
 
 
 def test_one_test_per_step_and_failures_show_the_diagnosis(tmp_path: Path) -> None:
