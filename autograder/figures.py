@@ -17,7 +17,7 @@ from typing import Any
 
 import matplotlib
 from matplotlib.figure import Figure
-from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch, Rectangle
 from matplotlib.ticker import MaxNLocator
 
 from .catalog import PARAMETERS, ROOT, STEPS
@@ -67,12 +67,14 @@ def score_histogram(scores: Sequence[float], max_score: float) -> str:
         if scores:
             mean = sum(scores) / len(scores)
             ax.axvline(mean, color="#333333", linestyle="--", linewidth=1)
+            right = mean < top / 2  # the label on the emptier side of the line
             ax.annotate(
                 f"mean {mean:.1f}",
                 (mean, 1),
                 xycoords=("data", "axes fraction"),
-                xytext=(4, -10),
+                xytext=(4 if right else -4, -10),
                 textcoords="offset points",
+                ha="left" if right else "right",
                 fontsize=8,
             )
         ax.set_xlim(-0.5, top + 0.5)
@@ -268,32 +270,25 @@ def backward_graph(status: tuple[tuple[str, str], ...]) -> str:
 
 @lru_cache(maxsize=64)
 def row_strip(uses: tuple[int, ...], wrong: tuple[int, ...], labels: tuple[str, ...] = ()) -> str:
-    """dC: one bar per row of C, as tall as the number of times the batch used that row, red
-    where the student's gradient for the row is wrong, green where right, grey if unused.
+    """dC over the rows of C: bars as tall as the number of times the batch used each row, and
+    below them a strip with one cell per row (its use count written in it), red where the
+    student's gradient for the row is wrong, green where right, grey where unused and right.
 
     Cached: every submission of a run sees the same batch, and a given bug the same wrong rows.
     """
     bad = set(wrong)
     colours = [FAIL if r in bad else (PASS if u else UNGRADED) for r, u in enumerate(uses)]
+    xs = list(range(len(uses)))
     with _style():
-        fig = Figure(figsize=(max(4.0, 0.22 * len(uses) + 1.0), 2.4))
-        ax = fig.add_subplot()
-        xs = range(len(uses))
-        ax.bar(xs, [max(u, 0.15) for u in uses], color=colours, width=0.8)
-        for r in bad:  # a wrong row the batch never used still gets a visible mark
-            if 0 <= r < len(uses) and not uses[r]:
-                ax.plot([r], [0.3], marker="x", color=FAIL)
-        ax.set_xticks(
-            list(xs),
-            labels=list(labels) if len(labels) == len(uses) else [str(x) for x in xs],
-            fontfamily="monospace",
-            fontsize=7,
+        fig = Figure(figsize=(max(4.0, 0.24 * len(uses) + 1.0), 2.9))
+        bars, strip = fig.subplots(
+            2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1], "hspace": 0.08}
         )
-        ax.set_xlim(-0.6, len(uses) - 0.4)
-        ax.set_xlabel("row of C")
-        ax.set_ylabel("uses in the batch")
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.legend(
+        bars.bar(xs, uses, color=colours, width=0.8)
+        bars.set_ylabel("uses in the batch")
+        bars.yaxis.set_major_locator(MaxNLocator(integer=True))
+        bars.tick_params(axis="x", labelbottom=False, length=0)
+        bars.legend(
             handles=[
                 Patch(color=PASS, label="right"),
                 Patch(color=FAIL, label="wrong"),
@@ -304,4 +299,20 @@ def row_strip(uses: tuple[int, ...], wrong: tuple[int, ...], labels: tuple[str, 
             fontsize=7,
             ncol=3,
         )
+        for r, (u, colour) in enumerate(zip(uses, colours, strict=True)):
+            strip.add_patch(Rectangle((r - 0.45, 0.0), 0.9, 1.0, color=colour))
+            strip.text(r, 0.5, str(u), ha="center", va="center", color="white", fontsize=6.5)
+        strip.set_ylim(0, 1)
+        strip.set_yticks([])
+        strip.spines["left"].set_visible(False)
+        strip.spines["bottom"].set_visible(False)
+        strip.tick_params(axis="x", length=0)
+        strip.set_xticks(
+            xs,
+            labels=list(labels) if len(labels) == len(uses) else [str(x) for x in xs],
+            fontfamily="monospace",
+            fontsize=7,
+        )
+        strip.set_xlim(-0.6, len(uses) - 0.4)
+        strip.set_xlabel("row of C (in each cell: its uses in the batch)")
         return _svg(fig)
