@@ -194,7 +194,9 @@ def _student_table(
                 f'<td class="mark {status[st.name]}" data-sort="{key}" '
                 f'title="{escape(tip)}">{mark}</td>'
             )
-        tds.append(f"<td>{escape(sub.error or '')}</td>")
+        error = sub.error or ""
+        short = error if len(error) <= 160 else error[:157] + "..."
+        tds.append(f'<td class="error-text" title="{escape(error)}">{escape(short)}</td>')
         rows.append(f"<tr>{''.join(tds)}</tr>")
     return (
         '<div class="scroll"><table class="sortable students">'

@@ -164,6 +164,13 @@ def test_report_has_three_embedded_figures_and_one_table_row_per_submission() ->
     assert "scatter-drops-duplicates" in page and "missing-branch" in page
 
 
+def test_a_long_error_is_shortened_in_the_table_and_kept_whole_in_its_tooltip() -> None:
+    run = mixed_run()
+    run.submissions[2].error = "Traceback: " + "x" * 5000
+    page = report.render_report(run)
+    assert page.count("x" * 5000) == 1 and "x" * 146 + "..." in page
+
+
 def test_report_needs_no_network() -> None:
     page = report.render_report(mixed_run())
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
