@@ -1,0 +1,363 @@
+"""Evidence tests for diagnoses: pure functions of tensors (and, as support only, of source text).
+
+Every test compares a student's answer ``a`` (any float dtype, compared in float64) with the
+float64 reference ``r`` of one case, within that case's tolerance ``tol`` (the engine's
+``RTOL * scale``). They run in the trusted parent and only for failing steps, so they may be
+thorough but stay cheap: a few reductions over tensors of at most a few thousand elements.
+
+The central test is a least-squares fit of one scalar. For a target ``t`` and a base ``b``
+(zero unless stated),
+
+    c* = <a - b, t> / <t, t>,     accepted when   max |a - b - c* t|  <=  tol * max(1, |c*|)
+
+and ``t`` is not negligible (``max |t| > FLOOR * tol``: a target that is ~0 in a case says
+nothing about a factor there). With ``t = r`` this recognises a flipped sign (``c* = -1``) and a
+wrong scale (``c*`` a constant, or a function of the batch size ``n`` such as ``(n-1)/n``). With
+``t = r_i`` the term of one consumer (one *branch* of the chain rule) and ``b = r - r_i``, it
+recognises a missing branch (``c* = 0``), a branch with the wrong sign (``c* = -1``) and a branch
+with the wrong factor.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import tokenize
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from .cases import Case
+from .catalog import Step
+from .model import LECTURE
+from .worker import Answer
+
+FLOOR = 10.0
+"""A target whose largest entry is below ``FLOOR * tol`` is treated as zero in that case."""
+
+CLOSE = 2e-3
+"""Relative agreement required between a fitted factor and a named one (``(n-1)/n``, ``2``...):
+fits are accurate to about ``RTOL`` relative, while the nearest named factors differ by >1%."""
+
+LECTURE_SIZES: dict[int, str] = {
+    32: "n",
+    27: "vocab_size",
+    3: "block_size",
+    10: "n_embd",
+    64: "n_hidden",
+    30: "block_size * n_embd",
+    31: "n - 1",
+    96: "n * block_size",
+}
+"""Integer literals that stand for a size at the lecture's configuration, and what they mean."""
+
+
+def as64(t: torch.Tensor) -> torch.Tensor:
+    """The answer as float64 (integer and bool answers too), for comparison with references."""
+    return t.detach().to(torch.float64)
+
+
+def close(x: float, y: float) -> bool:
+    """``x`` and ``y`` agree to ``CLOSE``, relatively (absolutely when ``y`` is 0)."""
+    return abs(x - y) <= CLOSE * max(abs(y), 1e-3 if y == 0 else 0.0)
+
+
+def maxabs(t: torch.Tensor) -> float:
+    """``max |t|`` (0 for an empty tensor, inf when ``t`` holds a nan or an inf)."""
+    if t.numel() == 0:
+        return 0.0
+    m = t.abs().max()
+    return float(m) if bool(torch.isfinite(m)) else math.inf
+
+
+def fit_factor(
+    answer: torch.Tensor, target: torch.Tensor, tol: float, base: torch.Tensor | None = None
+) -> float | None:
+    """The scalar ``c`` with ``answer = base + c * target`` within ``tol * max(1, |c|)``, or None.
+
+    ``c = <a - b, t> / <t, t>`` (least squares). None when the shapes differ, the target is
+    negligible (``max |t| <= FLOOR * tol``), or the best ``c`` still leaves a residual above the
+    bound: then no single factor explains the answer.
+    """
+    if answer.shape != target.shape or maxabs(target) <= FLOOR * tol:
+        return None
+    a = as64(answer) - (base if base is not None else 0.0)
+    if not bool(torch.isfinite(a).all()):
+        return None
+    t = target.flatten()
+    c = float(a.flatten() @ t / (t @ t))
+    residual = maxabs(a - c * target)
+    return c if residual <= tol * max(1.0, abs(c)) else None
+
+
+def factor_name(factors: Sequence[tuple[float, int]]) -> str | None:
+    """Name the factor ``c`` fitted in each failing case, given that case's batch size ``n``.
+
+    Returns ``"bessel"`` when ``c = (n-1)/n`` in every case (``1/n`` written for ``1/(n-1)``),
+    ``"bessel-inverse"`` for ``c = n/(n-1)``, ``"missing-1/n"`` for ``c = n``, ``"extra-1/n"``
+    for ``c = 1/n``, ``"missing-1/(n-1)"`` for ``c = n-1``, ``"double"`` for ``c = 2``, ``"half"``
+    for ``c = 1/2``, ``"constant"`` for any other constant ``c`` (not 0 or 1) shared by all
+    cases, and None when the factors follow no such rule (or there are none). A rule in ``n`` is
+    only believed when the cases cover two batch sizes or more (with one ``n`` it is a constant).
+    """
+    if not factors:
+        return None
+    rules = {
+        "bessel": lambda n: (n - 1) / n,
+        "bessel-inverse": lambda n: n / (n - 1),
+        "missing-1/n": lambda n: float(n),
+        "extra-1/n": lambda n: 1.0 / n,
+        "missing-1/(n-1)": lambda n: float(n - 1),
+    }
+    several = len({n for _, n in factors}) > 1
+    for name, rule in rules.items():
+        if several and all(close(c, rule(n)) for c, n in factors):
+            return name
+    for name, value in (("double", 2.0), ("half", 0.5)):
+        if all(close(c, value) for c, _ in factors):
+            return name
+    c0 = factors[0][0]
+    if not close(c0, 1.0) and not close(c0, 0.0) and all(close(c, c0) for c, _ in factors):
+        return "constant"
+    return None
+
+
+def transposed_match(answer: torch.Tensor, ref: torch.Tensor, tol: float) -> bool:
+    """A 2-D answer of shape ``ref.T.shape`` (not square) whose transpose is the reference."""
+    if answer.dim() != 2 or ref.dim() != 2 or answer.shape != ref.T.shape:
+        return False
+    if answer.shape == ref.shape:
+        return False
+    return maxabs(as64(answer).T - ref) <= tol
+
+
+def broadcast_match(answer: torch.Tensor, ref: torch.Tensor, tol: float) -> bool:
+    """The answer has another shape, yet broadcasting the two together makes them agree: the
+    lecture's ``cmp`` (``torch.allclose`` broadcasts) would have reported it as right."""
+    if answer.shape == ref.shape:
+        return False
+    try:
+        shape = torch.broadcast_shapes(answer.shape, ref.shape)
+    except RuntimeError:
+        return False
+    return maxabs(as64(answer).expand(shape) - ref.expand(shape)) <= tol
+
+
+def reshape_match(answer: torch.Tensor, ref: torch.Tensor, tol: float) -> bool:
+    """The right numbers in the right order, in another shape (a view not undone)."""
+    if answer.shape == ref.shape or answer.numel() != ref.numel():
+        return False
+    return maxabs(as64(answer).reshape(ref.shape) - ref) <= tol
+
+
+def shape_slip(got: Sequence[int], want: Sequence[int]) -> str:
+    """Classify a wrong shape against the variable's shape.
+
+    - ``"missing-keepdim"``: ``got`` is ``want`` without its size-1 dimensions, ``(64,)`` for
+      ``(1, 64)``: a sum that dropped the dimension it ran over;
+    - ``"extra-keepdim"``: ``got`` is ``want`` with size-1 dimensions added, ``(1, 27)`` for
+      ``(27,)``;
+    - ``"not-summed"``: same rank, and ``got`` is larger exactly where ``want`` has size 1: the
+      broadcast dimension was never summed over;
+    - ``"summed"``: same rank, and ``got`` has size 1 exactly where ``want`` is larger: a sum
+      over a dimension that was never broadcast;
+    - ``"wrong-dim"``: same rank, both have size-1 dimensions but in different places, ``(32, 1)``
+      for ``(1, 64)``: the sum ran over the other dimension;
+    - ``"reshaped"``: the same number of elements, arranged differently;
+    - ``"other"``.
+    """
+    got, want = tuple(got), tuple(want)
+    squeezed = [s for s in got if s != 1]
+    if squeezed == [s for s in want if s != 1] and got != want:
+        if len(got) < len(want):
+            return "missing-keepdim"
+        if len(got) > len(want):
+            return "extra-keepdim"
+    if len(got) == len(want):
+        diff = [i for i in range(len(got)) if got[i] != want[i]]
+        if diff and all(want[i] == 1 for i in diff):
+            return "not-summed"
+        if diff and all(got[i] == 1 for i in diff):
+            return "summed"
+        if diff and 1 in got and 1 in want and any(got[i] == 1 for i in diff):
+            return "wrong-dim"
+    if math.prod(got) == math.prod(want):
+        return "reshaped"
+    return "other"
+
+
+def branch_terms(case: Case, step: Step) -> list[tuple[str, torch.Tensor]]:
+    """The terms whose sum is the reference, labelled, for the branch tests.
+
+    For a step with several consumers: one term per consumer, labelled by the consumer. For dC
+    (one consumer, ``emb = C[Xb]``, but one path per position ``j`` of the context): the term of
+    each position, ``T_j[v] = sum over i with Xb[i, j] = v of demb[i, j]``, all labelled
+    ``"position"``, so that a loop that skips one position of the context is a missing branch.
+    Single-path steps have no terms: their only "branch" is the whole reference.
+    """
+    if len(step.consumers) > 1:
+        return list(case.branches(step).items())
+    if step.var == "C":
+        Xb, demb = case.graph["Xb"], case.upstream["demb"].double()
+        vocab = case.config.vocab_size
+        return [
+            (
+                "position",
+                torch.zeros(vocab, demb.shape[2], dtype=torch.float64).index_add_(
+                    0, Xb[:, j], demb[:, j]
+                ),
+            )
+            for j in range(Xb.shape[1])
+        ]
+    return []
+
+
+@dataclass(frozen=True)
+class Relation:
+    """How a wrong answer relates to the reference, the same way in every failing case.
+
+    ``kind`` is ``"sign-flip"``, ``"missing-branch"`` or ``"wrong-scale"``; ``branch`` is the
+    consumer whose term is changed (``"position"`` for a position of dC's context), None when the
+    whole answer is; ``factor`` names the wrong factor (see :func:`factor_name`) for wrong-scale.
+    """
+
+    kind: str
+    branch: str | None = None
+    factor: str | None = None
+
+
+def relation(step: Step, failing: Sequence[tuple[Case, torch.Tensor, float]]) -> Relation | None:
+    """The one simple change that turns the reference into the answer in every failing case.
+
+    ``failing`` holds ``(case, answer, tol)`` for every failing case, each answer of the right
+    shape. Tried in this order, each with :func:`fit_factor`:
+
+    1. ``a = -r``: sign-flip of the whole answer;
+    2. for each branch ``i`` (:func:`branch_terms`), ``a = (r - r_i) + c r_i``: ``c = 0`` is a
+       missing branch, ``c = -1`` a branch with the wrong sign, a named ``c`` (``factor_name``,
+       given each case's ``n``) a branch with the wrong factor;
+    3. ``a = c r`` with a named ``c``: wrong-scale of the whole answer.
+
+    None when no such change explains every failing case.
+    """
+    if not failing:
+        return None
+    whole = [fit_factor(a, case.reference(step), tol) for case, a, tol in failing]
+    if all(f is not None and close(f, -1.0) for f in whole):
+        return Relation("sign-flip")
+    per_case = [branch_terms(case, step) for case, _, _ in failing]
+    for label in dict.fromkeys(label for label, _ in per_case[0]):
+        factors: list[tuple[float, int]] = []
+        for (case, a, tol), terms in zip(failing, per_case, strict=True):
+            ref = case.reference(step)
+            fits = [fit_factor(a, t, tol, base=ref - t) for lab, t in terms if lab == label]
+            good = [f for f in fits if f is not None]
+            zero = [f for f in good if close(f, 0.0)]
+            factors.append(((zero or good or [math.nan])[0], case.config.batch_size))
+        if all(close(f, 0.0) for f, _ in factors):
+            return Relation("missing-branch", label)
+        if all(close(f, -1.0) for f, _ in factors):
+            return Relation("sign-flip", label)
+        kind = factor_name(factors) if label != "position" else None
+        if kind is not None:
+            return Relation("wrong-scale", label, kind)
+    if all(f is not None for f in whole):
+        sizes = [case.config.batch_size for case, _, _ in failing]
+        kind = factor_name([(f, n) for f, n in zip(whole, sizes, strict=True) if f is not None])
+        if kind is not None:
+            return Relation("wrong-scale", None, kind)
+    return None
+
+
+def wrong_rows(case: Case, step: Step, answer: Answer, tol: float) -> tuple[set[int], set[int]]:
+    """Rows of an answer for dC that differ from the reference, and the rows the batch repeats."""
+    ref = case.reference(step)
+    if answer.tensor is None or answer.tensor.shape != ref.shape:
+        return set(), set()
+    per_row = (as64(answer.tensor) - ref).abs().amax(dim=1)  # (vocab_size,)
+    wrong = {int(r) for r in torch.nonzero(~(per_row <= tol)).flatten()}
+    repeated = {int(r) for r in torch.nonzero(case.row_uses() > 1).flatten()}
+    return wrong, repeated
+
+
+def is_lecture_size(case: Case) -> bool:
+    """The case has the lecture's sizes (its upstream gradients may still be random)."""
+    return case.config == LECTURE
+
+
+# ---------------------------------------------------------------------------------------------
+# the source, as supporting evidence only
+
+
+def tokens(code: str) -> list[tokenize.TokenInfo]:
+    """The code's tokens (comments, strings and a broken tail are simply left out)."""
+    out: list[tokenize.TokenInfo] = []
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+            out.append(tok)
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        pass
+    return [t for t in out if t.type in (tokenize.NAME, tokenize.NUMBER, tokenize.OP)]
+
+
+AUTOGRAD_NAMES = frozenset(
+    {"autograd", "backward", "retain_grad", "requires_grad", "requires_grad_", "enable_grad"}
+    | {"set_grad_enabled", "grad_fn", "functorch"}
+)
+"""Names that mean autograd wherever they occur."""
+
+AUTOGRAD_ATTRIBUTES = frozenset({"grad", "vjp", "jacrev", "jacobian", "func"})
+"""Names that mean autograd as attributes (``C.grad``, ``torch.func.vjp``), not as variables
+(a student may well call a temporary ``grad``)."""
+
+
+def autograd_names(code: str) -> list[str]:
+    """Names of autograd machinery the code mentions (comments and strings ignored)."""
+    found: list[str] = []
+    toks = tokens(code)
+    for i, tok in enumerate(toks):
+        attribute = i > 0 and toks[i - 1].string == "."
+        if (
+            tok.type == tokenize.NAME
+            and tok.string not in found
+            and (tok.string in AUTOGRAD_NAMES or (attribute and tok.string in AUTOGRAD_ATTRIBUTES))
+        ):
+            found.append(tok.string)
+    return found
+
+
+def size_literals(code: str) -> list[int]:
+    """Integer literals in the code that equal one of the lecture's sizes (see LECTURE_SIZES),
+    exponents left out (``bnvar_inv**3`` is no size)."""
+    found: list[int] = []
+    toks = tokens(code)
+    for i, tok in enumerate(toks):
+        before = [t.string for t in toks[max(0, i - 2) : i]]
+        if before[-1:] == ["**"] or before == ["**", "-"]:
+            continue  # an exponent: bnvar_inv**3, x**-3
+        if tok.type == tokenize.NUMBER and tok.string.isdigit():
+            value = int(tok.string)
+            if value in LECTURE_SIZES and value not in found:
+                found.append(value)
+    return found
+
+
+def one_hot_without_classes(code: str) -> bool:
+    """The code calls ``one_hot`` and never passes ``num_classes`` (neither by keyword nor as a
+    second argument). Checked loosely: any second argument counts as the number of classes."""
+    toks = tokens(code)
+    names = [t.string for t in toks]
+    if "one_hot" not in names or "num_classes" in names:
+        return False
+    for i, t in enumerate(toks):
+        if t.string != "one_hot" or i + 1 >= len(toks) or toks[i + 1].string != "(":
+            continue
+        depth = 0
+        for u in toks[i + 1 :]:
+            depth += {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}.get(u.string, 0)
+            if depth == 1 and u.string == ",":
+                break  # a second argument
+            if depth == 0:
+                return True
+    return False
