@@ -92,10 +92,10 @@ TEXT: dict[str, str] = {
     "transposed": "{found}, and its values are the transpose of the right ones: the factors of "
     "the product are in the wrong order (or one transpose too many). A gradient has its "
     "variable's shape, so order the product to give {want}.",
-    "shape.missing-keepdim": "{found}: the sum dropped the dimension it ran over. Sum with "
+    "shape.missing-keepdim": "{found}: the sum dropped the dimension it ran over; sum with "
     "`keepdim=True` so the gradient keeps the shape of its variable.",
-    "shape.extra-keepdim": "{found}: the sum kept a dimension that `{var}` does not have. `{var}` "
-    "is {ndim}-dimensional, so sum without `keepdim` here.",
+    "shape.extra-keepdim": "{found}: the sum kept a dimension that the {ndim}-dimensional "
+    "`{var}` does not have, so sum without `keepdim` here.",
     "shape.not-summed": "{found}: `{var}` was broadcast along the dimension where it has size 1, "
     "so its gradient sums over that dimension (keeping it).",
     "shape.wrong-dim": "{found}: the sum ran over the wrong dimension; `{var}` was broadcast "

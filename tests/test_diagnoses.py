@@ -1,0 +1,237 @@
+"""Diagnoses name the slip: the corpus of wrong answers and correct spellings, graded for real.
+
+Strictness: a wrong answer's expected code must be its FIRST diagnosis (the one a student reads
+first), not merely present; a correct spelling must pass with no diagnosis at all. Every answer
+is graded by the real engine (one sandboxed worker per answer, one Grader per session).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import pytest
+import torch
+
+from autograder.catalog import FORWARD, STEPS, step
+from autograder.diagnose import CODES, TEXT, Evidence, diagnose
+from autograder.evidence import (
+    autograd_names,
+    factor_name,
+    fit_factor,
+    one_hot_without_classes,
+    shape_slip,
+    size_literals,
+)
+from autograder.results import Diagnosis
+from autograder.sandbox import Outcome
+from autograder.solutions import SOLUTIONS
+
+from .corpus import NOTED, RIGHT, WRONG, Answer, grade, grader
+
+FLOAT = re.compile(r"\d\.\d|\d[eE][-+]?\d|\.\d")
+"""Anything that looks like a tensor value (``0.25``, ``3e-05``, ``.5``) in a message."""
+
+
+def _id(a: Answer) -> str:
+    return f"{a.step}:{a.slip or a.code.splitlines()[-1]}"
+
+
+# ---------------------------------------------------------------------------------------------
+# the corpus itself
+
+
+def test_corpus_is_large_and_covers_every_step_and_code() -> None:
+    assert len(WRONG) >= 40
+    assert len({a.step for a in WRONG}) == len(STEPS)
+    right = Counter(a.step for a in RIGHT)
+    assert all(right[s.name] >= 2 for s in STEPS), right
+    expected = {a.expect for a in WRONG + NOTED}
+    assert expected <= set(CODES)
+    assert expected >= set(CODES) - {"missing-cell", "not-implemented", "timeout", "not-a-tensor"}
+    codes = {a.code for a in RIGHT if a.step == "dC"}
+    assert any("for " in c and "+=" in c for c in codes)
+    assert any("index_add_" in c for c in codes)
+    assert any("one_hot" in c and "@" in c for c in codes)
+    assert any("index_put_" in c and "accumulate=True" in c for c in codes)
+    seen = [(a.step, a.code) for a in WRONG + RIGHT + NOTED]
+    assert len(seen) == len(set(seen)), "an answer appears twice"
+    assert not {a.code for a in RIGHT} & set(SOLUTIONS.values())
+
+
+# ---------------------------------------------------------------------------------------------
+# graded
+
+
+@pytest.mark.parametrize("answer", WRONG, ids=_id)
+def test_wrong_answer_fails_with_its_diagnosis_first(answer: Answer) -> None:
+    r = grade(answer.step, answer.code)
+    assert not r.passed and r.score == 0
+    codes = [d.code for d in r.diagnoses]
+    assert codes[:1] == [answer.expect], (answer.slip, [d.message for d in r.diagnoses])
+
+
+@pytest.mark.parametrize("answer", RIGHT, ids=_id)
+def test_correct_spelling_passes_without_diagnosis(answer: Answer) -> None:
+    r = grade(answer.step, answer.code)
+    assert r.passed, [d.message for d in r.diagnoses]
+    assert r.diagnoses == []
+
+
+@pytest.mark.parametrize("answer", NOTED, ids=_id)
+def test_a_noted_answer_passes_with_only_its_note(answer: Answer) -> None:
+    r = grade(answer.step, answer.code)
+    assert r.passed
+    assert [d.code for d in r.diagnoses] == [answer.expect]
+
+
+def _all_messages() -> list[tuple[Answer, Diagnosis]]:
+    return [(a, d) for a in WRONG + NOTED for d in grade(a.step, a.code).diagnoses]
+
+
+def test_messages_reveal_no_values_and_no_solution_code() -> None:
+    for answer, d in _all_messages():
+        prose = d.message
+        for _, line in FORWARD:  # the lecture's forward lines may be quoted (1e-5 is in one)
+            prose = prose.replace(line, "")
+        assert not FLOAT.search(prose), (answer.slip, d.message)
+        for line in SOLUTIONS[answer.step].splitlines():
+            assert line.strip() not in d.message, (answer.slip, d.message)
+        assert d.code in CODES
+
+
+def _sentences(message: str) -> int:
+    prose = re.sub(r"`[^`]*`", "code", message)
+    prose = re.sub(r"\([^()]*(\([^()]*\))?[^()]*\)", "", prose)  # the exception's own text
+    return len(re.findall(r"[.?!](?=\s|$)", prose))
+
+
+def test_messages_are_one_or_two_sentences_that_name_the_step() -> None:
+    for answer, d in _all_messages():
+        assert 1 <= _sentences(d.message) <= 2, d.message
+        assert answer.step in d.message or step(answer.step).var in d.message, d.message
+
+
+def test_every_message_template_fills_in() -> None:
+    fields = {"found": "F", "want": "(1,)", "ndim": 1, "before": "x", "path": "p", "scale": "s"}
+    fields |= {"detail": "", "problem": "", "used": "", "what": "", "how": "", "literals": ""}
+    fields |= {"kind": "", "where": "", "hint": "", "dtype": "float64", "name": "", "var": ""}
+    fields |= {"lines": "", "ups": "", "chain": ""}
+    for key, text in TEXT.items():
+        assert "{" not in text.format(**fields), key
+
+
+# ---------------------------------------------------------------------------------------------
+# diagnoses the corpus cannot produce through a worker, and specific wording
+
+
+def test_timeout_missing_cell_and_stub() -> None:
+    g, s = grader(), step("dh")
+    timeout = Outcome("timeout", b"", "no result within 10 s", "", 10.0)
+    assert [d.code for d in g.judge(s, "while True: pass", timeout).diagnoses] == ["timeout"]
+    assert [d.code for d in g.judge(s, None, None, "no cell dh").diagnoses] == ["missing-cell"]
+    stub = grade("dh", "# YOUR CODE HERE\nraise NotImplementedError()")
+    assert [d.code for d in stub.diagnoses] == ["not-implemented"]
+
+
+def test_error_names_the_exception_and_the_line_of_the_cell() -> None:
+    r = grade("dbnvar", "x = bnvar + 1e-5\ny = x.nonexistent()\ndbnvar = y")
+    assert [d.code for d in r.diagnoses] == ["error"]
+    assert "AttributeError" in r.diagnoses[0].message
+    assert "line 2" in r.diagnoses[0].message
+
+
+def test_unassigned_and_not_a_tensor() -> None:
+    assert [d.code for d in grade("dh", "dH = dlogits @ W2.T").diagnoses] == ["error"]
+    r = grade("dh", "dh = 0.0")
+    assert [d.code for d in r.diagnoses] == ["not-a-tensor"]
+
+
+def test_keepdim_wording() -> None:
+    missing = grade("dbnmeani", "dbnmeani = (-dbndiff).sum(0)").diagnoses[0].message
+    assert "(64,)" in missing and "(1, 64)" in missing and "keepdim=True" in missing
+    assert "`cmp`" in missing  # (64,) broadcasts against (1, 64): cmp would not have noticed
+    extra = grade("db2", "db2 = dlogits.sum(0, keepdim=True)").diagnoses[0].message
+    assert "(1, 27)" in extra and "(27,)" in extra and "without `keepdim`" in extra
+    no_cmp = grade("dcounts_sum_inv", "dcounts_sum_inv = (counts * dprobs).sum(1)")
+    assert "`cmp`" not in no_cmp.diagnoses[0].message  # (32,) against (32, 1) is (32, 32)
+
+
+def test_view_restore_names_the_flat_shape() -> None:
+    message = grade("demb", "demb = dembcat").diagnoses[0].message
+    assert "`embcat`" in message and "(32, 30)" in message and "(32, 3, 10)" in message
+
+
+def test_bessel_and_branch_wording() -> None:
+    bessel = grade("dbndiff2", "dbndiff2 = (1.0 / n) * torch.ones_like(bndiff2) * dbnvar")
+    assert "Bessel" in bessel.diagnoses[0].message and "`n-1`" in bessel.diagnoses[0].message
+    branch = grade("dcounts", "dcounts = counts_sum_inv * dprobs").diagnoses[0].message
+    assert "counts_sum = counts.sum(1, keepdims=True)" in branch and "`+=`" in branch
+
+
+def test_hard_coded_size_names_the_literals() -> None:
+    message = grade("demb", "demb = dembcat.view(32, 3, 10)").diagnoses[0].message
+    for literal, name in (("32", "`n`"), ("3", "`block_size`"), ("10", "`n_embd`")):
+        assert f"{literal} for {name}" in message
+
+
+def test_autograd_comes_first_and_blocks_even_a_right_answer() -> None:
+    code = "with torch.enable_grad():\n    dh = dlogits @ W2.T"
+    r = grade("dh", code)
+    assert not r.passed
+    assert [d.code for d in r.diagnoses] == ["uses-autograd"]
+
+
+# ---------------------------------------------------------------------------------------------
+# the evidence tests, on tensors
+
+
+def test_fit_factor_recognises_multiples_and_rejects_other_answers() -> None:
+    g = torch.Generator().manual_seed(0)
+    ref = torch.randn(8, 5, generator=g, dtype=torch.float64)
+    tol = 1e-4 * float(ref.abs().max())
+    assert fit_factor((-ref).float(), ref, tol) == pytest.approx(-1, abs=1e-4)
+    assert fit_factor((31 / 32 * ref).float(), ref, tol) == pytest.approx(31 / 32, abs=1e-4)
+    assert fit_factor(ref.float() ** 2, ref, tol) is None
+    assert fit_factor(ref.float(), torch.zeros_like(ref), tol) is None  # nothing to fit
+    part = torch.randn(8, 5, generator=g, dtype=torch.float64)
+    assert fit_factor(ref.float(), part, tol, base=ref) == pytest.approx(0, abs=1e-4)
+
+
+def test_factor_name_reads_factors_in_each_case_own_batch_size() -> None:
+    assert factor_name([((n - 1) / n, n) for n in (32, 45, 19)]) == "bessel"
+    assert factor_name([(float(n), n) for n in (32, 45)]) == "missing-1/n"
+    assert factor_name([(1 / n, n) for n in (32, 45)]) == "extra-1/n"
+    assert factor_name([(0.5, 32), (0.5, 45)]) == "half"
+    assert factor_name([(3.0, 32), (3.0, 45)]) == "constant"
+    assert factor_name([(31 / 32, 32), (31 / 32, 32)]) == "constant"  # one n: no rule in n
+    assert factor_name([(1.3, 32), (0.7, 45)]) is None
+    assert factor_name([(0.0, 32)]) is None and factor_name([]) is None
+
+
+def test_shape_slips() -> None:
+    assert shape_slip((64,), (1, 64)) == "missing-keepdim"
+    assert shape_slip((1, 27), (27,)) == "extra-keepdim"
+    assert shape_slip((32, 64), (1, 64)) == "not-summed"
+    assert shape_slip((1, 64), (32, 64)) == "summed"
+    assert shape_slip((1, 27), (32, 1)) == "wrong-dim"
+    assert shape_slip((32, 30), (32, 3, 10)) == "reshaped"
+    assert shape_slip((32,), (27,)) == "other"
+
+
+def test_source_support() -> None:
+    assert autograd_names("dC = C.grad") == ["grad"]
+    assert autograd_names("grad = dlogits  # no autograd here\ndh = grad @ W2.T") == []
+    assert autograd_names("x.requires_grad = True\ny.backward()") == ["requires_grad", "backward"]
+    assert one_hot_without_classes("F.one_hot(Yb).float()")
+    assert not one_hot_without_classes("F.one_hot(Yb, num_classes=vocab_size)")
+    assert not one_hot_without_classes("F.one_hot(Yb, 27)")
+    assert size_literals("x.view(32, 3, 10) * 2 + h**3 + y**-3") == [32, 3, 10]
+
+
+def test_diagnose_is_empty_for_a_correct_step() -> None:
+    g = grader()
+    r = g.grade_code(step("dC"), SOLUTIONS["dC"])
+    assert r.passed and r.diagnoses == []
+    ev = Evidence(step("dC"), SOLUTIONS["dC"], g.cases, {}, r.cases, None, "no answers")
+    assert [d.code for d in diagnose(ev)] == ["error"]
