@@ -1,0 +1,676 @@
+"""Run untrusted callables in forked, confined, killable child processes.
+
+Each task runs in a child made with ``os.fork()`` from the calling (trusted) process: it reads the
+tensors it closes over through copy-on-write memory, nothing is pickled. After ``task()`` returns,
+the wrapper writes a header (magic, kind, length) and the bytes to a pipe, so the parent detects a
+truncated or garbage stream; it never unpickles anything. The child can read everything the
+parent held in memory at fork time (other submissions, references): keep secrets out of it.
+
+What confines the child, set up before ``task()`` runs (Linux >= 5.3 only):
+
+- always: own session; stdin /dev/null; stdout+stderr into a pipe of which the parent keeps the
+  first ``output_bytes`` and splices the rest to /dev/null (a flood never blocks the child nor
+  fills memory or disk); every other inherited fd closed; RLIMIT_CPU, RLIMIT_AS (inherited VmSize
+  + ``memory_bytes``), RLIMIT_FSIZE 64 MiB, RLIMIT_CORE 0; oom_score_adj 1000 (the OOM killer
+  takes the child, not the grader); PR_SET_NO_NEW_PRIVS; PR_SET_PDEATHSIG SIGKILL; environment cut
+  to PATH/LANG/LC_*/TZ; torch single-threaded.
+- as root (needs CAP_SYS_ADMIN, i.e. not a default Docker container): the child is the init of
+  a new PID namespace, so killing it kills every descendant, setsid or not, and the reap returns
+  only once they are all gone; new network (no interfaces but a down loopback), IPC and mount
+  namespaces; a 64 MiB tmpfs as cwd, HOME and TMPDIR, moved over /tmp, small private tmpfs over
+  /dev/shm, /var/tmp, /run/lock; directories nobody cannot traverse on the way to the
+  interpreter (pyenv in /root) are hidden but for that way; then uid/gid nobody, no groups, so
+  ``kill`` of the grader and writes outside scratch fail. At most 16 + (live sandboxes)
+  processes per task (RLIMIT_NPROC of nobody); memory is per process, so a task that forks can
+  use a multiple of ``memory_bytes``.
+- not root, or namespaces refused: no PID namespace, so RLIMIT_NPROC is 0: the task can start
+  neither processes nor threads, and nothing can outlive it; a user+network namespace if the
+  system allows unprivileged ones (else the network stays reachable); scratch is a fresh
+  directory on disk, removed afterwards, bounded only per file (RLIMIT_FSIZE).
+
+The parent supervises all children with one epoll loop over their result pipes, output pipes and
+pidfds (no polling, no thread per task), kills with SIGKILL through the pidfd plus killpg, reaps
+with wait4. Status "ok" needs a complete frame; a frame is all the parent trusts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import gc
+import io
+import os
+import pwd
+import resource
+import selectors
+import shutil
+import signal
+import stat
+import struct
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Literal, TypeVar, cast
+
+K = TypeVar("K")
+
+Status = Literal["ok", "timeout", "crashed", "too-large", "no-result"]
+
+
+@dataclass(frozen=True)
+class Limits:
+    wall_seconds: float = 10.0  # per task, wall clock, measured by the parent
+    cpu_seconds: int = 20  # RLIMIT_CPU in the child
+    memory_bytes: int = 4 * 2**30  # extra address space beyond what the child inherited
+    output_bytes: int = 64 * 1024  # head of stdout+stderr kept, the rest discarded
+    result_bytes: int = 256 * 2**20  # payload cap; larger -> status "too-large"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: Status
+    payload: bytes  # bytes returned by the task (only meaningful when status == "ok")
+    detail: str  # human-readable reason
+    output: str  # captured stdout/stderr head, decoded with errors="replace"
+    seconds: float  # wall time
+
+
+_HEADER = struct.Struct("!8scQ")  # magic, kind (R: result, E: error text), body length
+_MAGIC = b"BPNSBX1\n"
+_ERROR_TEXT_MAX = 2000
+_SCRATCH_BYTES = 64 * 2**20  # tmpfs scratch size; RLIMIT_FSIZE
+_EXTRA_PROCESSES = 16
+_WORLD_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+_KEPT_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
+_EXIT_NO_CHANNEL = 74
+
+_CLONE_NEWNS, _CLONE_NEWIPC = 0x00020000, 0x08000000
+_CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
+_PR_SET_PDEATHSIG, _PR_SET_NO_NEW_PRIVS = 1, 38
+_MADV_COLLAPSE = 25
+_MS_NOSUID, _MS_NODEV, _MS_BIND, _MS_MOVE, _MS_REC, _MS_PRIVATE = 2, 4, 4096, 8192, 16384, 1 << 18
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]
+_libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+# Bound at import: a task may monkeypatch os, the wrapper must still leave through _exit.
+_exit, _write = os._exit, os.write
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _mount(source: bytes | None, target: str, fstype: bytes | None, flags: int, opts: str) -> None:
+    _check(_libc.mount(source, target.encode(), fstype, flags, opts.encode() or None), target)
+
+
+class _PidNamespace:
+    """Puts the next fork of the calling thread into a new PID namespace, as its init.
+
+    ``unshare(CLONE_NEWPID)`` changes only the namespace of the caller's future children and
+    only for the calling thread; ``setns`` back to our own right after the fork undoes it. Two
+    syscalls instead of the second fork that an unshare in the child would need.
+    """
+
+    def __init__(self) -> None:
+        self.available = os.geteuid() == 0
+        self._own: int | None = None
+
+    def fork(self) -> int:
+        if self.available and self._own is None:
+            self._own = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        if not self.available or self._own is None or _libc.unshare(_CLONE_NEWPID) != 0:
+            self.available = False  # e.g. root in a container without CAP_SYS_ADMIN
+            return os.fork()
+        try:
+            pid = os.fork()
+        except BaseException:
+            _check(_libc.setns(self._own, _CLONE_NEWPID), "setns")
+            raise
+        if pid != 0:  # the parent's later forks (subprocess, ...) stay in its own namespace
+            _check(_libc.setns(self._own, _CLONE_NEWPID), "setns")
+        return pid
+
+
+_pidns = _PidNamespace()
+
+
+_netns: int | None = None
+
+
+def _empty_netns() -> int:
+    """An fd of a network namespace with nothing in it, made once and shared by all children.
+
+    A namespace per task would cost ~0.7 ms to make plus kernel work to tear down; sharing one
+    costs a setns. Children of concurrent tasks could then talk over abstract unix sockets (the
+    loopback stays down: nobody may raise it); they can still not reach anything else.
+    """
+    global _netns
+    if _netns is None:
+        _netns = -1
+        ready_r, ready_w = os.pipe()
+        hold_r, hold_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # a helper that only lives to make the namespace
+            try:
+                os.close(hold_w)  # or the read below would never see end-of-file
+                if _libc.unshare(_CLONE_NEWNET) == 0:
+                    os.write(ready_w, b"1")
+                    os.read(hold_r, 1)
+            finally:
+                _exit(0)
+        os.close(ready_w)
+        os.close(hold_r)
+        try:
+            if os.read(ready_r, 1) == b"1":
+                _netns = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        finally:
+            for fd in (ready_r, hold_w):
+                os.close(fd)
+            os.waitpid(pid, 0)
+    return _netns
+
+
+_collapsed_at = -1e9
+
+
+def _collapse_memory() -> None:
+    """Back the grader's anonymous memory with transparent huge pages (MADV_COLLAPSE, 6.1+).
+
+    A fork copies one page-table entry per page the parent has: after ``import torch`` that
+    is ~35,000 4 KiB pages but only ~70 huge ones, so fork and the child's exit get about twice
+    as cheap (measured: 7 -> 5 ms of CPU per task) for the same memory. Parent writes split
+    huge pages again over time, so this is redone, at most every 30 s (the first call takes
+    ~0.2 s, later ones a few ms). Harmless where unsupported: madvise fails, nothing changes.
+    """
+    global _collapsed_at
+    if time.monotonic() - _collapsed_at < 30:
+        return
+    _collapsed_at = time.monotonic()
+    huge = 2**21
+    with contextlib.suppress(OSError), open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split()
+            if fields[1].startswith("rw") and (len(fields) < 6 or fields[5] == "[heap]"):
+                start, end = (int(x, 16) for x in fields[0].split("-"))
+                start, end = -(-start // huge) * huge, end // huge * huge
+                if end > start:
+                    _libc.madvise(start, end - start, _MADV_COLLAPSE)
+
+
+@dataclass(frozen=True)
+class _Spec:
+    """What the child needs to confine itself, prepared by the parent."""
+
+    limits: Limits
+    result_w: int
+    output_w: int
+    scratch: str
+    ppid: int
+    root: bool
+    uid: int
+    gid: int
+    nproc: int
+    plan: list[tuple[str, list[str]]]
+    netns: int  # fd of the shared empty network namespace, or -1
+    grader_mnt_ns: int  # inode of the grader's mount namespace
+
+
+def _setup_child(spec: _Spec, in_pidns: bool) -> None:
+    """Confine the freshly forked child (see the module docstring). Runs before task()."""
+    gc.freeze()  # the inherited heap is not ours to scan: keeps the GC from copying its pages
+    os.setsid()
+    if spec.netns >= 0:
+        _check(_libc.setns(spec.netns, _CLONE_NEWNET), "setns net")
+    # Out of the way first: the pipe ends may sit on fds 0..3.
+    result_fd = fcntl.fcntl(spec.result_w, fcntl.F_DUPFD, 10)
+    output_fd = fcntl.fcntl(spec.output_w, fcntl.F_DUPFD, 10)
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    os.dup2(output_fd, 1)
+    os.dup2(output_fd, 2)
+    os.dup2(result_fd, 3)
+    os.closerange(4, 2**31 - 1)  # close_range(2): the grader's files and sockets are not ours
+    with contextlib.suppress(ValueError, OSError):
+        signal.set_wakeup_fd(-1)
+    # Fresh streams on the new fds: the grader's may be pytest's or a Jupyter kernel's. Line
+    # buffered, so what a task printed before it was killed is not lost.
+    sys.stdin = io.StringIO()  # like /dev/null, and cheaper to make than a file object
+    sys.stdout = open(1, "w", 1, "utf-8", "backslashreplace", closefd=False)
+    sys.stderr = open(2, "w", 1, "utf-8", "backslashreplace", closefd=False)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a too-big file fails with EFBIG instead
+
+    home = ""
+    if spec.root and _libc.unshare(_CLONE_NEWNS | _CLONE_NEWIPC) == 0:
+        # Mount only where a mount can never reach the grader's own namespace.
+        if os.stat("/proc/self/ns/mnt").st_ino != spec.grader_mnt_ns:
+            with contextlib.suppress(OSError):
+                _mount_private(spec)
+                home = "/tmp"
+    elif not spec.root:
+        _libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET | _CLONE_NEWIPC)  # where userns are allowed
+    if not home:  # no private tmpfs: a fresh directory on disk, which the parent removes
+        home = spec.scratch
+        os.mkdir(home, 0o700)
+        if spec.root:
+            os.chown(home, spec.uid, spec.gid)
+    os.chdir(home)
+    kept = {k: v for k, v in os.environ.items() if k in _KEPT_ENV}  # no tokens for the task
+    os.environ.clear()
+    os.environ.update(kept, HOME=home, TMPDIR=home, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    tempfile.tempdir = home
+
+    with open("/proc/self/oom_score_adj", "w") as f:
+        f.write("1000")
+    vm_size = 0
+    with open("/proc/self/status", "rb") as f:
+        for line in f:
+            if line.startswith(b"VmSize:"):
+                vm_size = int(line.split()[1]) * 1024
+    limit = resource.setrlimit
+    limit(resource.RLIMIT_AS, (vm_size + spec.limits.memory_bytes,) * 2)
+    # Soft then hard: as a PID namespace's init the child ignores SIGXCPU, not SIGKILL.
+    limit(resource.RLIMIT_CPU, (spec.limits.cpu_seconds, spec.limits.cpu_seconds + 1))
+    limit(resource.RLIMIT_FSIZE, (_SCRATCH_BYTES,) * 2)
+    limit(resource.RLIMIT_CORE, (0, 0))
+    # Without a PID namespace what a task spawned could escape the kill: it may spawn nothing.
+    limit(resource.RLIMIT_NPROC, ((spec.nproc if in_pidns and spec.root else 0),) * 2)
+    if spec.root:
+        os.setgroups([])
+        os.setresgid(spec.gid, spec.gid, spec.gid)
+        os.setresuid(spec.uid, spec.uid, spec.uid)
+    _check(_libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    # After setuid, which clears it; then make sure the grader did not die in between.
+    _check(_libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "pdeathsig")
+    if not in_pidns and os.getppid() != spec.ppid:
+        _exit(70)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)  # the parent's pool is gone after fork; no oversubscription
+
+
+def _mount_private(spec: _Spec) -> None:
+    """In the child's own mount namespace: cover the plan's directories with fresh tmpfs."""
+    _mount(b"none", "/", None, _MS_REC | _MS_PRIVATE, "")  # nothing propagates back out
+    for top, keep in spec.plan:
+        kept = {}
+        for path in keep:  # O_PATH handles keep the originals reachable once covered
+            with contextlib.suppress(OSError):
+                kept[path] = os.open(path, os.O_PATH)
+        if top == "/tmp":  # the scratch dir
+            opts = f"mode=0700,uid={spec.uid},gid={spec.gid},size={_SCRATCH_BYTES}"
+        else:
+            opts = f"mode={1777 if top in _WORLD_WRITABLE else 755},size={2**20}"
+        try:
+            _mount(b"sandbox", top, b"tmpfs", _MS_NOSUID | _MS_NODEV, opts)
+        except OSError:
+            if top == "/tmp":
+                raise
+        for path, fd in kept.items():
+            with contextlib.suppress(OSError):
+                if stat.S_ISDIR(os.fstat(fd).st_mode):
+                    os.makedirs(path, exist_ok=True)
+                else:
+                    os.makedirs(os.path.dirname(path), exist_ok=True)
+                    os.close(os.open(path, os.O_CREAT | os.O_WRONLY))
+                _mount(f"/proc/self/fd/{fd}".encode(), path, None, _MS_BIND | _MS_REC, "")
+            os.close(fd)
+
+
+def _mount_plan() -> list[tuple[str, list[str]]]:
+    """Which directories the child covers with a fresh tmpfs, and what it binds back under each.
+
+    The world-writable ones (/tmp, the scratch, then /var/tmp, /dev/shm, /run/lock), so nothing
+    a task writes outlives it. And, as the child becomes nobody, any directory nobody cannot
+    traverse on the way to the interpreter's files (pyenv under /root, mode 0700), or lazy
+    imports would fail. The interpreter's prefixes and import paths under a covered directory
+    are bind-mounted back, so imports work and nothing else there is visible.
+    """
+    paths = set()
+    executable = os.path.dirname(os.path.realpath(sys.executable))
+    for entry in (sys.prefix, sys.base_prefix, sys.exec_prefix, executable, *sys.path):
+        paths |= {os.path.abspath(entry or "."), os.path.realpath(entry or ".")}
+    covered: dict[str, set[str]] = {d: set() for d in _WORLD_WRITABLE if os.path.isdir(d)}
+    for path in sorted(p for p in paths if os.path.exists(p)):  # exists: so its parents too
+        current = "/"
+        for name in path.strip("/").split("/"):  # find its outermost covered ancestor
+            if current in covered or not os.stat(current).st_mode & stat.S_IXOTH:
+                covered.setdefault(current, set()).add(path)
+                break
+            current = os.path.join(current, name)
+    plan = []
+    for top, inside in sorted(covered.items()):
+        keep: list[str] = []
+        for path in sorted(inside):  # sorted: a path comes before what lies inside it
+            if not any(path.startswith(k + "/") for k in keep):
+                keep.append(path)
+        plan.append((top, keep))
+    return plan
+
+
+def _write_all(data: bytes | bytearray) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[_write(3, view) :]
+
+
+def _child_main(task: Callable[[], bytes], spec: _Spec, in_pidns: bool) -> None:
+    """Never returns: every path ends in os._exit."""
+    kind, code = b"E", 1
+    body: bytes | bytearray = b""
+    try:
+        _setup_child(spec, in_pidns)
+    except BaseException as exc:
+        body = f"sandbox setup failed: {exc!r}".encode(errors="replace")
+    else:
+        try:
+            payload = task()
+            if isinstance(payload, (bytes, bytearray, memoryview)):
+                kind, code = b"R", 0
+                body = payload.tobytes() if isinstance(payload, memoryview) else payload
+            else:
+                body = f"returned {type(payload).__name__}, not bytes".encode()
+        except BaseException as exc:  # SystemExit and KeyboardInterrupt too: the task's own
+            with contextlib.suppress(BaseException):
+                traceback.print_exc()
+            try:
+                message = str(exc)
+                text = f"raised {type(exc).__name__}" + (f": {message}" if message else "")
+            except BaseException:
+                text = "raised an exception that cannot be printed"
+            body = text[:_ERROR_TEXT_MAX].encode(errors="replace")
+    try:
+        with contextlib.suppress(BaseException):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        _write_all(_HEADER.pack(_MAGIC, kind, len(body)))
+        if len(body) <= spec.limits.result_bytes:  # else the header alone tells the parent
+            _write_all(body)
+    except BaseException:
+        code = _EXIT_NO_CHANNEL  # the task closed or replaced fd 3
+    finally:
+        _exit(code)
+
+
+@dataclass(eq=False)
+class _Child:
+    key: object
+    pid: int
+    pidfd: int
+    fds: dict[int, str]  # fd -> "result" / "output"
+    scratch: str
+    limits: Limits
+    started: float
+    result: bytearray = field(default_factory=bytearray)
+    output: bytearray = field(default_factory=bytearray)
+    payload: bytes = b""
+
+
+_SIGNAL_HINTS = {int(signal.SIGXCPU): "CPU time limit", int(signal.SIGXFSZ): "file size limit"}
+
+
+def _describe_exit(child: _Child, status: int, grown_bytes: int) -> tuple[Status, str]:
+    if os.WIFSIGNALED(status):
+        num = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(num).name
+        except ValueError:
+            name = "unknown"
+        detail = f"killed by signal {num} ({name})"
+        if num == signal.SIGKILL and grown_bytes > child.limits.memory_bytes // 2:
+            detail += ", likely out of memory"
+        elif num in _SIGNAL_HINTS:
+            detail += f", {_SIGNAL_HINTS[num]} exceeded"
+        return "crashed", detail
+    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
+    if code == 0 and not child.result:
+        return "no-result", "exited with code 0 without returning a result"
+    if code == 0:
+        return "crashed", f"exited with code 0 after {len(child.result)} bytes of a result"
+    if code == _EXIT_NO_CHANNEL:
+        return "crashed", f"exited with code {code}: its result channel was closed"
+    return "crashed", f"exited with code {code}"
+
+
+class _Supervisor:
+    """One epoll loop over every live child's pipes and pidfd."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.selector = selectors.DefaultSelector()
+        self.running: dict[int, _Child] = {}  # pid -> child, no verdict yet
+        self.dying: dict[int, _Child] = {}  # given a verdict and SIGKILL, not reaped yet
+        self.ready: list[tuple[object, Outcome]] = []
+        self.base = tempfile.mkdtemp(prefix="backprop-ninja-sandbox-")
+        self.root = os.geteuid() == 0
+        self.uid, self.gid, self.plan, self.netns = os.getuid(), os.getgid(), [], -1
+        self.mnt_ns = os.stat("/proc/self/ns/mnt").st_ino
+        if self.root:
+            try:
+                self.uid, self.gid = pwd.getpwnam("nobody")[2:4]
+            except KeyError:
+                self.uid, self.gid = 65534, 65534
+            self.plan = _mount_plan()
+            self.netns = _empty_netns()
+            os.chmod(self.base, 0o711)  # nobody may enter a scratch dir on disk, list nothing
+        self.devnull = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+        _collapse_memory()
+        self.count = 0
+        # Peak RSS of the grader: at most what a child starts with (for the OOM guess).
+        self.inherited_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+    def start(self, key: object, task: Callable[[], bytes]) -> None:
+        self.count += 1
+        scratch = os.path.join(self.base, str(self.count))  # made by the child if needed
+        result_r, result_w = os.pipe2(os.O_CLOEXEC)
+        output_r, output_w = os.pipe2(os.O_CLOEXEC)
+        for stream in (sys.stdout, sys.stderr):  # or the child would re-emit what is buffered
+            with contextlib.suppress(Exception):
+                stream.flush()
+        nproc = _EXTRA_PROCESSES + len(self.running) + len(self.dying)  # zombies count too
+        spec = _Spec(
+            self.limits, result_w, output_w, scratch, os.getpid(), self.root, self.uid, self.gid,
+            nproc, self.plan, self.netns, self.mnt_ns,
+        )  # fmt: skip
+        started = time.monotonic()
+        try:
+            pid = _pidns.fork()
+            if pid == 0:
+                try:
+                    _child_main(task, spec, _pidns.available)
+                finally:
+                    _exit(70)
+        finally:
+            os.close(result_w)
+            os.close(output_w)
+        pidfd = os.pidfd_open(pid)
+        child = _Child(key, pid, pidfd, {}, scratch, self.limits, started)
+        for fd, name in ((result_r, "result"), (output_r, "output")):
+            os.set_blocking(fd, False)
+            child.fds[fd] = name
+            self.selector.register(fd, selectors.EVENT_READ, child)
+        self.selector.register(pidfd, selectors.EVENT_READ, child)
+        self.running[pid] = child
+
+    def wait(self) -> list[tuple[object, Outcome]]:
+        """Block until some task has an outcome (or a deadline passes); return the outcomes."""
+        deadlines = [c.started + c.limits.wall_seconds for c in self.running.values()]
+        timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
+        for sel_key, _ in self.selector.select(timeout):
+            child: _Child = sel_key.data
+            if sel_key.fd == child.pidfd:
+                self._reap(child)
+            elif sel_key.fd in child.fds:
+                self._read(child, sel_key.fd)
+        now = time.monotonic()
+        for child in list(self.running.values()):
+            if now >= child.started + child.limits.wall_seconds:
+                wall = child.limits.wall_seconds
+                self._settle(child, ("timeout", f"killed after {wall:.1f} s (wall-clock limit)"))
+        ready, self.ready = self.ready, []
+        return ready
+
+    def _read(self, child: _Child, fd: int) -> bool:
+        """Read what is there; False once the pipe is empty, closed or no longer wanted."""
+        name = child.fds[fd]
+        try:
+            if name == "output":
+                room = child.limits.output_bytes - len(child.output)
+                if room <= 0:  # drain without copying, so the child never blocks on a full pipe
+                    data = b"x" if os.splice(fd, self.devnull, 2**20) else b""
+                else:
+                    data = os.read(fd, min(room, 2**20))
+                    child.output += data
+            else:
+                data = os.read(fd, self._wanted(child))
+                child.result += data
+        except BlockingIOError:
+            return False
+        if name == "result" and data:
+            self._check_result(child)  # may settle the child, which closes its pipes
+        if not data and fd in child.fds:
+            self._close_fd(child, fd)
+        return bool(data) and fd in child.fds
+
+    def _wanted(self, child: _Child) -> int:
+        # Never more than header + length: a body over result_bytes is refused on its header.
+        if len(child.result) < _HEADER.size:
+            return _HEADER.size - len(child.result)
+        length = _HEADER.unpack_from(child.result)[2]
+        return max(1, min(2**20, _HEADER.size + length - len(child.result)))
+
+    def _check_result(self, child: _Child) -> None:
+        if len(child.result) < _HEADER.size:
+            return
+        magic, kind, length = _HEADER.unpack_from(child.result)
+        if magic != _MAGIC or kind not in (b"R", b"E"):
+            self._settle(child, ("crashed", "wrote malformed data to the result channel"))
+        elif kind == b"R" and length > child.limits.result_bytes:
+            size = f"{length} bytes, limit {child.limits.result_bytes}"
+            self._settle(child, ("too-large", f"result too large ({size})"))
+        elif len(child.result) >= _HEADER.size + length:
+            body = bytes(child.result[_HEADER.size :])
+            if kind == b"R":
+                child.payload = body
+                self._settle(child, ("ok", "returned a result"))
+            else:  # written by the wrapper when task() raised; the text is the task's
+                self._settle(child, ("crashed", body[:_ERROR_TEXT_MAX].decode(errors="replace")))
+
+    def _settle(self, child: _Child, verdict: tuple[Status, str]) -> None:
+        """Kill the child and give its outcome now; its reap follows when its pidfd fires.
+
+        Not waiting for the kernel to tear the child down (~2 ms for a torch-sized process)
+        frees its slot at once: the next task starts while the last one's exit completes.
+        """
+        if child.pid not in self.running:
+            return
+        with contextlib.suppress(OSError):
+            signal.pidfd_send_signal(child.pidfd, signal.SIGKILL)
+        with contextlib.suppress(OSError):  # the group cannot be reused before the reap
+            os.killpg(child.pid, signal.SIGKILL)
+        seconds = time.monotonic() - child.started
+        del self.running[child.pid]
+        self.dying[child.pid] = child
+        for fd in [fd for fd, name in child.fds.items() if name == "output"]:
+            for _ in range(100_000):  # what it printed before the verdict is in the pipe
+                if not self._read(child, fd):
+                    break
+        for fd in list(child.fds):
+            self._close_fd(child, fd)
+        output = child.output.decode(errors="replace")
+        status, detail = verdict
+        self.ready.append((child.key, Outcome(status, child.payload, detail, output, seconds)))
+
+    def _close_fd(self, child: _Child, fd: int) -> None:
+        self.selector.unregister(fd)
+        os.close(fd)
+        del child.fds[fd]
+
+    def _reap(self, child: _Child) -> None:
+        with contextlib.suppress(OSError):  # stragglers in the group (no-namespace mode)
+            os.killpg(child.pid, signal.SIGKILL)
+        try:
+            _, status, usage = os.wait4(child.pid, 0)
+            grown = usage.ru_maxrss * 1024 - self.inherited_rss
+        except ChildProcessError:  # SIGCHLD ignored by someone: the kernel reaped it already
+            status, grown = 0, 0
+        if child.pid in self.running:  # it ended by itself: its last words are in the pipes
+            for fd in [fd for fd, name in child.fds.items() if name == "result"]:
+                for _ in range(100_000):
+                    if not self._read(child, fd):
+                        break
+            self._settle(child, _describe_exit(child, status, grown))
+        self.selector.unregister(child.pidfd)
+        os.close(child.pidfd)
+        del self.dying[child.pid]
+        _remove_scratch(child.scratch)
+
+    def close(self) -> None:
+        for child in list(self.running.values()):
+            self._settle(child, ("crashed", "stopped: the grader was interrupted"))
+        for child in list(self.dying.values()):
+            self._reap(child)
+        self.ready.clear()
+        self.selector.close()
+        os.close(self.devnull)
+        _remove_scratch(self.base)
+
+
+def _remove_scratch(path: str) -> None:
+    """Remove a scratch tree, even one the task made unreadable (mode 000 dirs)."""
+    try:
+        os.rmdir(path)
+        return
+    except FileNotFoundError:  # the tmpfs case: the child made nothing on disk
+        return
+    except OSError:
+        pass
+    for top, dirs, _ in os.walk(path):  # top-down: each dir is opened up before it is entered
+        for name in dirs:
+            with contextlib.suppress(OSError):
+                os.chmod(os.path.join(top, name), 0o700, follow_symlinks=False)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def run(task: Callable[[], bytes], limits: Limits = Limits()) -> Outcome:
+    """Run one task in a sandboxed child and return how it went (see the module docstring)."""
+    for _, outcome in run_many([(None, task)], limits, jobs=1):
+        return outcome
+    raise AssertionError("run_many yielded nothing for one task")
+
+
+def run_many(
+    tasks: Iterable[tuple[K, Callable[[], bytes]]],
+    limits: Limits = Limits(),
+    jobs: int = 0,
+) -> Iterator[tuple[K, Outcome]]:
+    """Run tasks in parallel (at most `jobs` children alive; 0 means os.cpu_count()), yielding
+    (key, outcome) as each finishes (order of completion). Consumes `tasks` lazily. When the
+    consumer stops early or an exception (KeyboardInterrupt...) arrives, every live child is
+    killed and reaped and its scratch removed before it propagates."""
+    jobs = jobs if jobs > 0 else os.cpu_count() or 1
+    pending = iter(tasks)
+    supervisor = _Supervisor(limits)
+    exhausted = False
+    try:
+        while True:
+            # Up to `jobs` tasks run; up to `jobs` more killed children may still be exiting.
+            while not exhausted and max(len(supervisor.running), len(supervisor.dying)) < jobs:
+                try:
+                    key, task = next(pending)
+                except StopIteration:
+                    exhausted = True
+                    break
+                supervisor.start(key, task)
+            if exhausted and not supervisor.running:
+                return  # close() reaps the children still exiting
+            for done_key, outcome in supervisor.wait():
+                yield cast(K, done_key), outcome
+    finally:
+        supervisor.close()
