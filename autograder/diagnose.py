@@ -63,8 +63,8 @@ CODES: tuple[str, ...] = (
 """Every code :func:`diagnose` gives. They are stable: reports and courses key on them."""
 
 TEXT: dict[str, str] = {
-    "timeout": "Your code for {name} did not finish in time ({detail}); look for a loop that "
-    "never ends or a very large tensor.",
+    "timeout": "Your code for {name} did not finish in time (it was stopped after about "
+    "{seconds} s); look for a loop that never ends or a very large tensor.",
     "no-result": "Your code for {name} could not be run to the end: {problem}.",
     "not-implemented": "{name} is not implemented yet: replace `raise NotImplementedError()` "
     "with your code.",
@@ -108,6 +108,9 @@ TEXT: dict[str, str] = {
     "`{var}`'s shape, read from `{var}.shape` rather than written in.",
     "shape.other": "{found}; a gradient always has exactly the shape of its variable. Check which "
     "dimensions each sum ran over and the order of the factors of each product.",
+    "shape.sizes": "{found} when the batch or the network has other sizes (at the lecture's "
+    "sizes the shape is right): read sizes from `n`, `vocab_size`, `block_size`, `n_embd`, "
+    "`n_hidden` or the tensors' `.shape` instead of writing numbers in.",
     "shape.cmp": " The lecture's `cmp` would broadcast the two and call it right, but a gradient "
     "must have exactly its variable's shape.",
     "scatter-drops-duplicates": "dC is right on every row of C the batch uses once and wrong on "
@@ -200,6 +203,11 @@ def _shape(shape: torch.Size | list[int] | tuple[int, ...]) -> str:
     return "(" + ", ".join(str(int(s)) for s in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
+def _tensor(ev: Evidence, case: Case) -> torch.Tensor | None:
+    answer = ev.answers.get(case.name)
+    return answer.tensor if answer is not None else None
+
+
 def _tol(case: Case, step: Step) -> float:
     """The engine's tolerance for a case (the verdicts carry it only for right-shaped answers)."""
     from .engine import RTOL
@@ -215,7 +223,7 @@ def diagnose(ev: Evidence) -> list[Diagnosis]:
             Diagnosis("missing-cell", ev.problem or f"The answer cell for {step.name} is missing.")
         ]
     if ev.outcome is not None and ev.outcome.status == "timeout":
-        return [_say(step, "timeout", detail=ev.outcome.detail)]
+        return [_say(step, "timeout", seconds=max(1, round(ev.outcome.seconds)))]
     if not ev.answers:
         return [_say(step, "no-result", problem=ev.problem)]
     if all(a.kind == "not-implemented" for a in ev.answers.values()):
@@ -227,11 +235,15 @@ def diagnose(ev: Evidence) -> list[Diagnosis]:
         out.append(
             _say(step, "uses-autograd", used=", ".join(f"`{n}`" for n in names) or "autograd")
         )
-    mutated = sorted({m for a in ev.answers.values() for m in a.mutated})
+    known = set(ev.cases[0].graph) | set(step.upstream)  # names, not text from the worker
+    mutated = sorted({m for a in ev.answers.values() for m in a.mutated if m in known})
     if mutated:
         out.append(_say(step, "in-place-mutation", what=", ".join(f"`{m}`" for m in mutated)))
     if not all(v.passed for v in ev.verdicts):
-        out.append(_hard_coded(ev) or _no_tensor(ev) or _wrong_shape(ev) or _wrong_values(ev))
+        try:
+            out.append(_hard_coded(ev) or _no_tensor(ev) or _wrong_shape(ev) or _wrong_values(ev))
+        except Exception:  # pragma: no cover - a diagnosis must never stop the grading
+            out.append(_say(step, "wrong-value"))
     first = ev.answers.get(ev.cases[0].name)
     if first is not None and first.tensor is not None and first.tensor.dtype != torch.float32:
         out.append(
@@ -314,7 +326,7 @@ def _wrong_shape(ev: Evidence) -> Diagnosis | None:
     bad = [
         (c, t, _tol(c, step))
         for c, v in zip(ev.cases, ev.verdicts, strict=True)
-        if v.status == "shape-mismatch" and (t := ev.answers[c.name].tensor) is not None
+        if v.status == "shape-mismatch" and (t := _tensor(ev, c)) is not None
     ]
     if not bad:
         return None
@@ -324,6 +336,8 @@ def _wrong_shape(ev: Evidence) -> Diagnosis | None:
     found = f"`{step.name}` has shape {_shape(got.shape)} but `{step.var}` has shape {want}"
     if all(transposed_match(t, c.reference(step), tl) for c, t, tl in bad):
         return _say(step, "transposed", found=found, want=want)
+    if not is_lecture_size(case):  # right shape at the lecture's sizes, not at others
+        return _say(step, "shape.sizes", found=found)
     slip = shape_slip(got.shape, ref.shape)
     before = next((u for u in step.consumers if case.graph[u].shape == got.shape), None)
     if slip == "reshaped" and not reshape_match(got, ref, tol):
@@ -345,7 +359,7 @@ def _wrong_values(ev: Evidence) -> Diagnosis:
             return scatter
     failing = []
     for case, v in zip(ev.cases, ev.verdicts, strict=True):
-        t = ev.answers[case.name].tensor if case.name in ev.answers else None
+        t = _tensor(ev, case)
         if not v.passed and t is not None and v.tolerance is not None:
             failing.append((case, t, v.tolerance))
     found = relation(step, failing)
@@ -368,7 +382,7 @@ def _upstream_pattern(ev: Evidence) -> Diagnosis | None:
     two upstream gradients that lead to different references (``ignores-upstream``)."""
     step, pairs = ev.step, list(zip(ev.cases, ev.verdicts, strict=True))
     same_size = [c for c in ev.cases if is_lecture_size(c)]
-    answers = [ev.answers[c.name].tensor for c in ev.cases]
+    answers = [_tensor(ev, c) for c in ev.cases]
     if any(c.true_upstream and v.passed for c, v in pairs) and any(
         not c.true_upstream and not v.passed for c, v in pairs if c in same_size
     ):
@@ -376,7 +390,7 @@ def _upstream_pattern(ev: Evidence) -> Diagnosis | None:
         return _say(step, "upstream-shortcut.zero" if zero else "upstream-shortcut")
     if not step.upstream or len(same_size) < 2:
         return None
-    a, b = (ev.answers[c.name].tensor for c in same_size[:2])
+    a, b = (_tensor(ev, c) for c in same_size[:2])
     gap = maxabs(same_size[0].reference(step) - same_size[1].reference(step))
     if (
         a is not None

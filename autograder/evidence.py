@@ -40,6 +40,10 @@ CLOSE = 2e-3
 """Relative agreement required between a fitted factor and a named one (``(n-1)/n``, ``2``...):
 fits are accurate to about ``RTOL`` relative, while the nearest named factors differ by >1%."""
 
+MAX_BROADCAST = 1 << 20
+"""The largest broadcast :func:`broadcast_match` materialises (answers come from untrusted code,
+and a broadcast of two shapes can be far larger than either)."""
+
 LECTURE_SIZES: dict[int, str] = {
     32: "n",
     27: "vocab_size",
@@ -140,6 +144,8 @@ def broadcast_match(answer: torch.Tensor, ref: torch.Tensor, tol: float) -> bool
     try:
         shape = torch.broadcast_shapes(answer.shape, ref.shape)
     except RuntimeError:
+        return False
+    if math.prod(shape) > MAX_BROADCAST:  # (2**24, 1) against (1, 64): not in the parent
         return False
     return maxabs(as64(answer).expand(shape) - ref.expand(shape)) <= tol
 

@@ -24,7 +24,7 @@ from autograder.evidence import (
     size_literals,
 )
 from autograder.results import Diagnosis
-from autograder.sandbox import Outcome
+from autograder.sandbox import Limits, run_many
 from autograder.solutions import SOLUTIONS
 
 from .corpus import NOTED, RIGHT, WRONG, Answer, grade, grader
@@ -114,7 +114,15 @@ def test_messages_are_one_or_two_sentences_that_name_the_step() -> None:
 
 def test_every_message_template_fills_in() -> None:
     fields = {"found": "F", "want": "(1,)", "ndim": 1, "before": "x", "path": "p", "scale": "s"}
-    fields |= {"detail": "", "problem": "", "used": "", "what": "", "how": "", "literals": ""}
+    fields |= {
+        "seconds": 1,
+        "detail": "",
+        "problem": "",
+        "used": "",
+        "what": "",
+        "how": "",
+        "literals": "",
+    }
     fields |= {"kind": "", "where": "", "hint": "", "dtype": "float64", "name": "", "var": ""}
     fields |= {"lines": "", "ups": "", "chain": ""}
     for key, text in TEXT.items():
@@ -127,8 +135,13 @@ def test_every_message_template_fills_in() -> None:
 
 def test_timeout_missing_cell_and_stub() -> None:
     g, s = grader(), step("dh")
-    timeout = Outcome("timeout", b"", "no result within 10 s", "", 10.0)
-    assert [d.code for d in g.judge(s, "while True: pass", timeout).diagnoses] == ["timeout"]
+    code = "while True:\n    pass"
+    limits = Limits(wall_seconds=0.5, cpu_seconds=2)
+    [(_, outcome)] = list(run_many([(0, g.task(s, code))], limits, jobs=1))
+    assert outcome.status == "timeout"
+    r = g.judge(s, code, outcome)
+    assert not r.passed and [d.code for d in r.diagnoses] == ["timeout"]
+    assert not FLOAT.search(r.diagnoses[0].message)
     assert [d.code for d in g.judge(s, None, None, "no cell dh").diagnoses] == ["missing-cell"]
     stub = grade("dh", "# YOUR CODE HERE\nraise NotImplementedError()")
     assert [d.code for d in stub.diagnoses] == ["not-implemented"]
@@ -155,6 +168,17 @@ def test_keepdim_wording() -> None:
     assert "(1, 27)" in extra and "(27,)" in extra and "without `keepdim`" in extra
     no_cmp = grade("dcounts_sum_inv", "dcounts_sum_inv = (counts * dprobs).sum(1)")
     assert "`cmp`" not in no_cmp.diagnoses[0].message  # (32,) against (32, 1) is (32, 32)
+
+
+def test_a_shape_wrong_only_at_other_sizes_says_so() -> None:
+    r = grade("dbngain", "dbngain = torch.zeros(1, 64) + bnraw.sum()")
+    assert [d.code for d in r.diagnoses] == ["shape-mismatch"]
+    assert "other sizes" in r.diagnoses[0].message and "(1, 64)" in r.diagnoses[0].message
+
+
+def test_a_huge_answer_is_judged_without_materialising_its_broadcast() -> None:
+    r = grade("dbngain", "dbngain = torch.zeros(2**22, 1)")
+    assert [d.code for d in r.diagnoses] == ["shape-mismatch"]
 
 
 def test_view_restore_names_the_flat_shape() -> None:
