@@ -266,8 +266,8 @@ def _setup_child(spec: _Spec, in_pidns: bool) -> None:
     os.environ.update(kept, HOME=home, TMPDIR=home, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     tempfile.tempdir = home
 
-    with open("/proc/self/oom_score_adj", "w") as f:
-        f.write("1000")
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+        f.write("1000")  # fails only in a non-dumpable grader (one that changed its uid)
     vm_size = 0
     with open("/proc/self/status", "rb") as f:
         for line in f:
@@ -367,6 +367,8 @@ def _child_main(task: Callable[[], bytes], spec: _Spec, in_pidns: bool) -> None:
     try:
         _setup_child(spec, in_pidns)
     except BaseException as exc:
+        with contextlib.suppress(BaseException):
+            traceback.print_exc()
         body = f"sandbox setup failed: {exc!r}".encode(errors="replace")
     else:
         try:
