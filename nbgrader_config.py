@@ -4,15 +4,28 @@
     nbgrader generate_solution backprop_ninja --force     # source/ -> solutions/
 
 `backprop-ninja build` regenerates source/ from the step catalog and runs both commands.
+
+    nbgrader autograde backprop_ninja                     # submitted/ -> autograded/, gradebook
+    nbgrader generate_feedback backprop_ninja             # autograded/ -> feedback/
 """
 
+from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import (
+    AssignLatePenalties,
+    CheckCellMetadata,
     ClearHiddenTests,
     ClearMarkScheme,
     ClearOutput,
+    GetGrades,
+    IgnorePattern,
     IncludeHeaderFooter,
+    LimitOutput,
     LockCells,
+    SaveAutoGrades,
 )
+
+from autograder.nbgrader_feedback import EmbedKitFeedback, HideTestCode
+from autograder.nbgrader_grade import GradeWithKit
 
 c = get_config()  # noqa: F821 (nbgrader defines get_config when it loads this file)
 
@@ -30,4 +43,26 @@ c.GenerateSolution.preprocessors = [
     ClearOutput,
     ClearMarkScheme,
     ClearHiddenTests,
+]
+
+# Autograde: nbgrader's own list with the kit's GradeWithKit in place of Execute. No kernel is
+# started: each answer cell runs only in the kit's sandboxed workers, and each grade cell gets the
+# step's verdict and diagnoses as text and its points as the partial credit. Options:
+# c.GradeWithKit.seed (default: $BACKPROP_NINJA_SEED, else drawn per run), .timeout, .jobs.
+c.Autograde.autograde_preprocessors = [
+    GradeWithKit,
+    IgnorePattern,
+    ClearMetadataPreprocessor,
+    LimitOutput,
+    SaveAutoGrades,
+    AssignLatePenalties,
+    CheckCellMetadata,
+]
+
+# Feedback: no hidden test code (nbgrader shows it by default), and the kit's feedback page on top.
+c.GenerateFeedback.preprocessors = [
+    GetGrades,
+    HideTestCode,
+    EmbedKitFeedback,
+    CSSHTMLHeaderPreprocessor,
 ]

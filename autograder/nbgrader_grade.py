@@ -1,0 +1,293 @@
+"""``nbgrader autograde`` with the kit's engine: the preprocessor that takes the place of Execute.
+
+nbgrader's autograde first sanitizes a submission (clears outputs, restores every locked cell and
+grade cell from the source), then runs ``Autograde.autograde_preprocessors`` on it; the last of
+them, ``SaveAutoGrades``, scores each grade cell from its outputs (``nbgrader.utils
+.determine_grade``): an ``error`` or ``stderr`` output scores 0, else the first ``execute_result``
+holding a number is the partial credit, else the cell gets full points.
+
+:class:`GradeWithKit` stands where nbgrader's ``Execute`` stands in that list. It starts no
+kernel and runs no cell: it reads each step's answer cell by its grade_id (the step's name),
+grades the 26 answers with :class:`autograder.engine.Grader` in the kit's sandboxed worker
+processes, and writes each ``test_<name>`` grade cell's outputs:
+
+1. a ``stream`` (stdout) with the verdict and the diagnoses, in the words of
+   ``backprop-ninja grade``;
+2. an ``execute_result`` whose ``text/plain`` is the points, the partial credit nbgrader saves;
+   its data also holds the step's full result as JSON (:data:`RESULT_MIME`), which the feedback
+   step (:mod:`autograder.nbgrader_feedback`) draws into the student's page.
+
+A failing step scores 0 through that number, never through an error or stderr output, and
+nothing a student's code prints reaches the notebook, so warnings cannot cost a right answer.
+Other cells keep no outputs. A deleted, renamed or duplicated answer cell costs its own step,
+with the reason as the diagnosis.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import os
+import secrets
+import textwrap
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from nbconvert.exporters.exporter import ResourcesDict
+from nbformat.notebooknode import NotebookNode, from_dict
+from nbformat.v4 import new_code_cell
+from nbgrader.preprocessors import NbGraderPreprocessor
+from nbgrader.utils import is_grade
+from traitlets import Float, Integer
+
+from .catalog import BY_NAME, STEPS, Step, total_points
+from .results import StepResult, SubmissionResult
+from .sandbox import Limits, run_many
+from .submission import Submission, extract_answers, is_stub
+
+if TYPE_CHECKING:  # torch, imported when grading starts: nbgrader loads this for every command
+    from .engine import Grader
+
+RESULT_MIME = "application/vnd.backprop-ninja.step+json"
+"""Mimetype of the step result stored beside the points in each grade cell's execute_result."""
+
+SEED_ENV = "BACKPROP_NINJA_SEED"
+"""Environment variable that fixes the seed when the ``seed`` trait is not set (as in
+:mod:`autograder.incell`, so a stock-Execute course and this preprocessor can share a seed)."""
+
+WRAP = 96
+"""Width the diagnoses are wrapped to in a grade cell's text (notebooks show it unwrapped)."""
+
+_TEST_IDS = {s.test_id: s for s in STEPS}
+
+_graders: dict[tuple[int | None, float, int], Grader] = {}
+"""Graders by (configured seed, timeout, jobs): nbgrader makes a new preprocessor for every
+notebook, and building a Grader (every hidden case and reference) is done once per process."""
+
+
+def _grader(seed: int | None, timeout: float, jobs: int) -> Grader:
+    """The process's Grader for these settings; an unset seed is drawn once per process."""
+    from .engine import Grader
+
+    key = (seed, timeout, jobs)
+    if key not in _graders:
+        chosen = seed if seed is not None else secrets.randbelow(2**31)
+        _graders[key] = Grader(seed=chosen, limits=Limits(wall_seconds=timeout), jobs=jobs)
+    return _graders[key]
+
+
+def grade_submission(grader: Grader, sub: Submission) -> SubmissionResult:
+    """Grade every step of one submission's answers, the answers that run in parallel workers.
+
+    A step without a usable answer cell (``sub.problems``) or left as the released stub is judged
+    without running anything.
+    """
+    results: dict[str, StepResult] = {}
+    tasks: list[tuple[str, Callable[[], bytes]]] = []
+    for step in STEPS:
+        code = sub.answers.get(step.name)
+        if code is None or is_stub(code):
+            results[step.name] = grader.judge(step, code, None, sub.problems.get(step.name))
+        else:
+            tasks.append((step.name, grader.task(step, code)))
+    for name, outcome in run_many(tasks, grader.limits, grader.jobs):
+        results[name] = grader.judge(BY_NAME[name], sub.answers[name], outcome)
+    steps = [results[s.name] for s in STEPS]
+    problems = "; ".join(f"{k}: {v}" for k, v in sub.problems.items()) or None
+    return SubmissionResult(
+        path=str(sub.path),
+        score=sum(s.score for s in steps),
+        max_score=total_points(),
+        error=problems,
+        steps=steps,
+    )
+
+
+def verdict_text(result: StepResult, seed: int) -> str:
+    """What a grade cell prints: the verdict line of ``autograder.incell``, then one line per
+    diagnosis (code and message)."""
+    verdict = "passed" if result.passed else "failed"
+    lines = [
+        f"{result.step}: {verdict} ({result.score:g}/{result.max_score:g}, hidden cases, "
+        f"seed {seed})"
+    ]
+    lines += [
+        textwrap.fill(f"[{d.code}] {d.message}", width=WRAP, subsequent_indent="  ")
+        for d in result.diagnoses
+    ]
+    if not result.passed and not result.diagnoses:
+        lines.append(f"{result.step} is not correct.")
+    return "\n".join(lines) + "\n"
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every non-finite float replaced by None (notebook JSON must stay strict)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def cell_points(cell_max: float, result: StepResult) -> float:
+    """The step's score on the grade cell's own scale (its nbgrader points may differ from the
+    catalog's)."""
+    if result.max_score <= 0:
+        return 0.0
+    return cell_max * result.score / result.max_score
+
+
+def grade_outputs(result: StepResult, seed: int, cell_max: float, path: str) -> list[NotebookNode]:
+    """A grade cell's outputs: the verdict as stdout, then the points as the execute_result."""
+    stream = {"output_type": "stream", "name": "stdout", "text": verdict_text(result, seed)}
+    payload = _finite({"seed": seed, "path": path, "result": asdict(result)})
+    score = cell_points(cell_max, result)
+    label = f"<strong>{html.escape(result.step)}</strong>: {score:g} / {cell_max:g} points"
+    points = {
+        "output_type": "execute_result",
+        "execution_count": None,
+        "metadata": {},
+        # nbgrader reads the number in text/plain; notebooks and feedback show the text/html
+        "data": {"text/plain": f"{score:g}", "text/html": label, RESULT_MIME: payload},
+    }
+    return [from_dict(stream), from_dict(points)]
+
+
+def unknown_grade_outputs(grade_id: str) -> list[NotebookNode]:
+    """Outputs of a grade cell that is no step of the catalog: 0 points and why."""
+    text = (
+        f"{grade_id}: not graded: the backprop-ninja kit grades only the cells test_<step>; "
+        "grade this cell by hand, or autograde with nbgrader's Execute preprocessor\n"
+    )
+    return [
+        from_dict({"output_type": "stream", "name": "stdout", "text": text}),
+        from_dict(
+            {
+                "output_type": "execute_result",
+                "execution_count": None,
+                "metadata": {},
+                "data": {"text/plain": "0"},
+            }
+        ),
+    ]
+
+
+def submission_path(resources: ResourcesDict) -> Path:
+    """``student/assignment/notebook.ipynb``, the name a submission's results carry."""
+    info = resources.get("nbgrader", {})
+    parts = [str(info[k]) for k in ("student", "assignment") if info.get(k)]
+    return Path(*parts, f"{info.get('notebook') or 'submission'}.ipynb")
+
+
+def restored_grade_cell(step: Step, cell_id: str) -> NotebookNode:
+    """A locked grade cell for ``step``, standing in for one deleted from the submission (the
+    step is graded from its answer cell all the same, as ``backprop-ninja grade`` grades it)."""
+    source = (
+        f"# {step.test_id}: this grade cell was missing from the submission and was put back "
+        "by the grader;\n"
+        f"# the step is graded from its answer cell, the cell with grade id '{step.name}'."
+    )
+    meta = {
+        "grade": True,
+        "solution": False,
+        "locked": True,
+        "grade_id": step.test_id,
+        "points": step.points,
+        "schema_version": 3,
+    }
+    cell = new_code_cell(source, metadata={"deletable": False, "editable": False})
+    cell.metadata["nbgrader"] = meta
+    cell["id"] = cell_id
+    return cell
+
+
+def restore_grade_cells(nb: NotebookNode) -> list[str]:
+    """Put back the grade cell of every step whose ``test_<name>`` cell is missing: after the
+    step's answer cell, else after the cells of the steps before it, else at the end. Returns
+    the grade ids put back."""
+    order = {s.name: i for i, s in enumerate(STEPS)}
+    order.update({s.test_id: i for i, s in enumerate(STEPS)})
+    ids = {cell.get("id") for cell in nb.cells}
+    restored = []
+    for i, step in enumerate(STEPS):
+        gids = [cell.metadata.get("nbgrader", {}).get("grade_id") for cell in nb.cells]
+        if step.test_id in gids:
+            continue
+        before = [k for k, g in enumerate(gids) if g == step.name or order.get(g, i) < i]
+        at = before[-1] + 1 if before else len(nb.cells)
+        cell_id = step.test_id if step.test_id not in ids else f"{step.test_id}-restored"
+        cell = restored_grade_cell(step, cell_id)
+        if (nb.nbformat, nb.nbformat_minor) < (4, 5):  # cell ids came with nbformat 4.5
+            del cell["id"]
+        nb.cells.insert(at, cell)
+        restored.append(step.test_id)
+    return restored
+
+
+class GradeWithKit(NbGraderPreprocessor):
+    """Grade the submission with the backprop-ninja engine and write each grade cell's outputs
+    (verdict and diagnoses as stdout, points as the execute_result), instead of executing the
+    notebook in a kernel."""
+
+    seed = Integer(
+        None,
+        allow_none=True,
+        help=(
+            "Seed of the hidden configurations. Unset: $BACKPROP_NINJA_SEED if it is set, else "
+            "a seed drawn once per autograde run; every verdict prints the seed, so a run can "
+            "be replayed with `backprop-ninja grade --seed N`."
+        ),
+    ).tag(config=True)
+
+    timeout = Float(
+        10.0,
+        help="Seconds of wall-clock time one step's answer may run in its sandboxed worker.",
+    ).tag(config=True)
+
+    jobs = Integer(
+        0,
+        help="Sandboxed workers running at once for a notebook's 26 steps (0: one per CPU core).",
+    ).tag(config=True)
+
+    def _seed(self) -> int | None:
+        if self.seed is not None:
+            return int(self.seed)
+        env = os.environ.get(SEED_ENV, "").strip()
+        return int(env) if env else None
+
+    def preprocess(
+        self, nb: NotebookNode, resources: ResourcesDict
+    ) -> tuple[NotebookNode, ResourcesDict]:
+        grader = _grader(self._seed(), float(self.timeout), int(self.jobs))
+        sub = grade_submission(grader, extract_answers(nb, submission_path(resources)))
+        for grade_id in restore_grade_cells(nb):
+            self.log.warning("%s: grade cell %s was missing; put back", sub.path, grade_id)
+        by_step = {r.step: r for r in sub.steps}
+        for cell in nb.cells:
+            if cell.cell_type != "code":
+                continue
+            cell.execution_count = None
+            if not is_grade(cell):
+                cell.outputs = []
+                continue
+            grade_id = cell.metadata.nbgrader.get("grade_id", "")
+            step = _TEST_IDS.get(grade_id)
+            if step is None:
+                self.log.warning("grade cell %s is not a step of the kit: scored 0", grade_id)
+                cell.outputs = unknown_grade_outputs(grade_id)
+                continue
+            result = by_step[step.name]
+            cell_max = float(cell.metadata.nbgrader.get("points", step.points))
+            cell.outputs = grade_outputs(result, grader.seed, cell_max, sub.path)
+        self.log.info(
+            "%s: %g/%g with the backprop-ninja engine (seed %d)",
+            sub.path,
+            sub.score,
+            sub.max_score,
+            grader.seed,
+        )
+        return nb, resources
