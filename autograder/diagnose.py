@@ -36,7 +36,9 @@ import torch
 from .cases import Case
 from .catalog import Step
 from .evidence import (
+    FLOOR,
     LECTURE_SIZES,
+    USES,
     as64,
     autograd_names,
     broadcast_match,
@@ -119,13 +121,13 @@ TEXT: dict[str, str] = {
     "adds each row's share, or a scatter-add such as `index_add_`.",
     "sign-flip": "`{name}` has the right magnitude everywhere but the opposite sign: a minus sign "
     "is missing or doubled in the local derivative of {lines}.",
-    "sign-flip.position": "`dC` has the wrong sign at {path}: check the sign there.",
+    "sign-flip.use": "`dC` has the wrong sign for {path}: check the sign there.",
     "sign-flip.branch": "The contribution to `{name}` through {path} has the wrong sign, while "
     "the other path is right: check the sign of that local derivative.",
     "missing-branch": "`{name}` holds only part of the gradient: the path through {path} is "
     "missing. `{var}` is used by {lines}; add every path's contribution (`+=`, not `=`).",
-    "missing-branch.position": "`dC` misses the uses of `C` at one position of the context: every "
-    "position of every example sends its row of `demb` back into `C`, so accumulate them all.",
+    "missing-branch.use": "`dC` misses the uses of `C` by {path}: every position of every "
+    "example sends its row of `demb` back into `C`, so the loops must cover all of them.",
     "wrong-scale": "`{name}` is {scale}.",
     "wrong-scale.branch": "The contribution to `{name}` through {path} is {scale}; the other path "
     "is right.",
@@ -140,6 +142,9 @@ TEXT: dict[str, str] = {
     "scale.constant": "off by a constant factor: check every constant in the local derivative",
     "upstream-shortcut": "`{name}` is right at the true upstream gradient of this loss but wrong "
     "when the grader passes other upstream gradients. Write the chain rule itself: {chain}.",
+    "upstream-shortcut.branch": "`{name}` is right at the true upstream gradient, where the "
+    "path through {path} carries almost nothing, and wrong wherever that path matters: re-derive "
+    "its local derivative, the other path is right.",
     "upstream-shortcut.zero": "`{name}` is all zeros: close to the true gradient here, which "
     "cancels to almost nothing, but wrong when the grader passes other upstream gradients. Write "
     "the chain rule itself: {chain}.",
@@ -364,14 +369,16 @@ def _wrong_values(ev: Evidence) -> Diagnosis:
             failing.append((case, t, v.tolerance))
     found = relation(step, failing)
     if found is not None:
-        lines = dict(zip(step.consumers, step.consumer_lines, strict=True))
-        if found.branch == "position":
-            key, path = f"{found.kind}.position", "one position of the context"
+        if found.branch in USES:
+            key = f"{found.kind}.use"
+            path = {"position": "one position of the context", "example": "one example"}[
+                found.branch
+            ]
         else:
             key = found.kind + (
                 ".branch" if found.branch and found.kind != "missing-branch" else ""
             )
-            path = f"`{lines.get(found.branch or '', found.branch)}`"
+            path = _path(step, found.branch) if found.branch else ""
         scale = TEXT[f"scale.{found.factor}"] if found.factor else ""
         return _say(step, key, path=path, scale=scale)
     return _upstream_pattern(ev) or _say(step, "wrong-value")
@@ -379,28 +386,39 @@ def _wrong_values(ev: Evidence) -> Diagnosis:
 
 def _upstream_pattern(ev: Evidence) -> Diagnosis | None:
     """Right at the true upstream gradient only (``upstream-shortcut``), or the same answer for
-    two upstream gradients that lead to different references (``ignores-upstream``)."""
+    two upstream gradients that lead to different references (``ignores-upstream``).
+
+    A shortcut that still reads the upstream gradients (the two lecture-size answers differ)
+    while one branch ``r_i`` is negligible wherever the answer passes (``max |r_i| <= FLOOR *
+    tol``) and not wherever it fails is blamed on that branch: the true gradient hid it."""
     step, pairs = ev.step, list(zip(ev.cases, ev.verdicts, strict=True))
     same_size = [c for c in ev.cases if is_lecture_size(c)]
-    answers = [_tensor(ev, c) for c in ev.cases]
+    if len(same_size) < 2:  # pragma: no cover - the plan always has both lecture-size cases
+        return None
+    a, b = (_tensor(ev, c) for c in same_size[:2])
+    same = a is not None and b is not None and a.shape == b.shape and torch.equal(a, b)
     if any(c.true_upstream and v.passed for c, v in pairs) and any(
         not c.true_upstream and not v.passed for c, v in pairs if c in same_size
     ):
-        zero = all(t is not None and maxabs(as64(t)) == 0.0 for t in answers)
-        return _say(step, "upstream-shortcut.zero" if zero else "upstream-shortcut")
-    if not step.upstream or len(same_size) < 2:
-        return None
-    a, b = (_tensor(ev, c) for c in same_size[:2])
+        if all(
+            t is not None and maxabs(as64(t)) == 0.0 for t in (_tensor(ev, c) for c in ev.cases)
+        ):
+            return _say(step, "upstream-shortcut.zero")
+        for label in step.consumers if len(step.consumers) > 1 and not same else ():
+            small = [
+                maxabs(c.branches(step)[label]) <= FLOOR * (v.tolerance or 0.0) for c, v in pairs
+            ]
+            if all(s == v.passed for s, (_, v) in zip(small, pairs, strict=True)):
+                return _say(step, "upstream-shortcut.branch", path=_path(step, label))
+        return _say(step, "upstream-shortcut")
     gap = maxabs(same_size[0].reference(step) - same_size[1].reference(step))
-    if (
-        a is not None
-        and b is not None
-        and a.shape == b.shape
-        and torch.equal(a, b)
-        and (gap > _tol(same_size[0], step))
-    ):
+    if step.upstream and same and gap > _tol(same_size[0], step):
         return _say(step, "ignores-upstream")
     return None
+
+
+def _path(step: Step, consumer: str) -> str:
+    return f"`{dict(zip(step.consumers, step.consumer_lines, strict=True))[consumer]}`"
 
 
 def scatter_drops_duplicates(ev: Evidence) -> Diagnosis | None:

@@ -193,30 +193,31 @@ def shape_slip(got: Sequence[int], want: Sequence[int]) -> str:
     return "other"
 
 
+USES = ("position", "example")
+"""Labels of dC's terms: one use of C per position of the context, or per example of the batch."""
+
+
 def branch_terms(case: Case, step: Step) -> list[tuple[str, torch.Tensor]]:
     """The terms whose sum is the reference, labelled, for the branch tests.
 
     For a step with several consumers: one term per consumer, labelled by the consumer. For dC
-    (one consumer, ``emb = C[Xb]``, but one path per position ``j`` of the context): the term of
-    each position, ``T_j[v] = sum over i with Xb[i, j] = v of demb[i, j]``, all labelled
-    ``"position"``, so that a loop that skips one position of the context is a missing branch.
-    Single-path steps have no terms: their only "branch" is the whole reference.
+    (one consumer, ``emb = C[Xb]``, but one path per use of a row): the term of each position
+    ``j`` of the context, ``P_j[v] = sum over i with Xb[i, j] = v of demb[i, j]``, labelled
+    ``"position"``, and the term of each example ``i`` of the batch,
+    ``E_i[v] = sum over j with Xb[i, j] = v of demb[i, j]``, labelled ``"example"``; so a loop
+    that skips one position, or one example, leaves out a branch. Single-path steps have no
+    terms: their only "branch" is the whole reference.
     """
     if len(step.consumers) > 1:
         return list(case.branches(step).items())
-    if step.var == "C":
-        Xb, demb = case.graph["Xb"], case.upstream["demb"].double()
-        vocab = case.config.vocab_size
-        return [
-            (
-                "position",
-                torch.zeros(vocab, demb.shape[2], dtype=torch.float64).index_add_(
-                    0, Xb[:, j], demb[:, j]
-                ),
-            )
-            for j in range(Xb.shape[1])
-        ]
-    return []
+    if step.var != "C":
+        return []
+    Xb, demb = case.graph["Xb"], case.upstream["demb"].double()
+    n, block = Xb.shape
+    empty = torch.zeros(case.config.vocab_size, demb.shape[2], dtype=torch.float64)
+    terms = [("position", empty.clone().index_add_(0, Xb[:, j], demb[:, j])) for j in range(block)]
+    terms += [("example", empty.clone().index_add_(0, Xb[i], demb[i])) for i in range(n)]
+    return terms
 
 
 @dataclass(frozen=True)
@@ -224,8 +225,9 @@ class Relation:
     """How a wrong answer relates to the reference, the same way in every failing case.
 
     ``kind`` is ``"sign-flip"``, ``"missing-branch"`` or ``"wrong-scale"``; ``branch`` is the
-    consumer whose term is changed (``"position"`` for a position of dC's context), None when the
-    whole answer is; ``factor`` names the wrong factor (see :func:`factor_name`) for wrong-scale.
+    consumer whose term is changed (``"position"`` or ``"example"`` for one use of a row of C,
+    see :data:`USES`), None when the whole answer is; ``factor`` names the wrong factor (see
+    :func:`factor_name`) for wrong-scale.
     """
 
     kind: str
@@ -265,7 +267,7 @@ def relation(step: Step, failing: Sequence[tuple[Case, torch.Tensor, float]]) ->
             return Relation("missing-branch", label)
         if all(close(f, -1.0) for f, _ in factors):
             return Relation("sign-flip", label)
-        kind = factor_name(factors) if label != "position" else None
+        kind = factor_name(factors) if label not in USES else None
         if kind is not None:
             return Relation("wrong-scale", label, kind)
     if all(f is not None for f in whole):

@@ -207,6 +207,19 @@ WRONG: tuple[Answer, ...] = (
     ),
     _w(
         "dlogits",
+        "upstream-shortcut",
+        "the fused formula in one line",
+        "dlogits = (F.softmax(logits, 1) - F.one_hot(Yb, num_classes=vocab_size)) / n",
+    ),
+    _w(
+        "dlogits",
+        "upstream-shortcut",
+        "the max path sent to the target column instead of the max",
+        "dlogits = dnorm_logits.clone()",
+        "dlogits[range(n), Yb] += dlogit_maxes.view(-1)",
+    ),
+    _w(
+        "dlogits",
         "hard-coded-size",
         "F.one_hot without num_classes",
         "dlogits = dnorm_logits.clone()",
@@ -356,6 +369,12 @@ WRONG: tuple[Answer, ...] = (
         "dhprebn += 1.0 / n * dbnmeani",
     ),
     _w("dhprebn", "wrong-scale", "the 1/n of the mean forgotten", "dhprebn = dbndiff + dbnmeani"),
+    _w(
+        "dhprebn",
+        "wrong-scale",
+        "the mean's 1/n taken as 1/(n-1)",
+        "dhprebn = dbndiff + dbnmeani / (n - 1)",
+    ),
     _w("dhprebn", "hard-coded-size", "n written as 32", "dhprebn = dbndiff + dbnmeani / 32"),
     # -- dembcat
     _w("dembcat", "error", "W1 not transposed", "dembcat = dhprebn @ W1"),
@@ -416,6 +435,15 @@ WRONG: tuple[Answer, ...] = (
         "dC = torch.zeros_like(C)",
         "for k in range(Xb.shape[0]):",
         "    for j in range(Xb.shape[1] - 1):",
+        "        dC[Xb[k, j]] += demb[k, j]",
+    ),
+    _w(
+        "dC",
+        "missing-branch",
+        "the loop stops one example short",
+        "dC = torch.zeros_like(C)",
+        "for k in range(Xb.shape[0] - 1):",
+        "    for j in range(Xb.shape[1]):",
         "        dC[Xb[k, j]] += demb[k, j]",
     ),
     _w(

@@ -193,6 +193,15 @@ def test_bessel_and_branch_wording() -> None:
     assert "counts_sum = counts.sum(1, keepdims=True)" in branch and "`+=`" in branch
 
 
+def test_a_shortcut_that_reads_the_upstream_names_the_hidden_path() -> None:
+    code = "dlogits = dnorm_logits.clone()\ndlogits[range(n), Yb] += dlogit_maxes.view(-1)"
+    blamed = grade("dlogits", code).diagnoses[0].message
+    assert "through `logit_maxes = logits.max(1, keepdim=True).values`" in blamed
+    assert "carries almost nothing" in blamed
+    fused = "dlogits = (F.softmax(logits, 1) - F.one_hot(Yb, num_classes=vocab_size)) / n"
+    assert "carries almost nothing" not in grade("dlogits", fused).diagnoses[0].message
+
+
 def test_hard_coded_size_names_the_literals() -> None:
     message = grade("demb", "demb = dembcat.view(32, 3, 10)").diagnoses[0].message
     for literal, name in (("32", "`n`"), ("3", "`block_size`"), ("10", "`n_embd`")):
