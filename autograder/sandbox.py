@@ -1,36 +1,39 @@
 """Run untrusted callables in forked, confined, killable child processes.
 
-Each task runs in a child made with ``os.fork()`` from the calling (trusted) process: it reads the
-tensors it closes over through copy-on-write memory, nothing is pickled. After ``task()`` returns,
-the wrapper writes a header (magic, kind, length) and the bytes to a pipe, so the parent detects a
-truncated or garbage stream; it never unpickles anything. The child can read everything the
-parent held in memory at fork time (other submissions, references): keep secrets out of it.
+Each task runs in a child made by ``os.fork()`` from the calling (trusted) process, so it reads
+the tensors it closes over through copy-on-write memory and nothing is pickled. It sends back
+bytes only, in a frame (magic, kind, length) written after ``task()`` returned: a truncated or
+garbled stream is detected, and the parent never unpickles. The child can read whatever the
+parent held at fork time (other submissions, reference tensors): keep secrets out of it.
 
-What confines the child, set up before ``task()`` runs (Linux >= 5.3 only):
+Confinement, set up in the child before ``task()`` (Linux >= 5.3):
 
-- always: own session; stdin /dev/null; stdout+stderr into a pipe of which the parent keeps the
-  first ``output_bytes`` and splices the rest to /dev/null (a flood never blocks the child nor
-  fills memory or disk); every other inherited fd closed; RLIMIT_CPU, RLIMIT_AS (inherited VmSize
-  + ``memory_bytes``), RLIMIT_FSIZE 64 MiB, RLIMIT_CORE 0; oom_score_adj 1000 (the OOM killer
-  takes the child, not the grader); PR_SET_NO_NEW_PRIVS; PR_SET_PDEATHSIG SIGKILL; environment cut
-  to PATH/LANG/LC_*/TZ; torch single-threaded.
-- as root (needs CAP_SYS_ADMIN, i.e. not a default Docker container): the child is the init of
-  a new PID namespace, so killing it kills every descendant, setsid or not, and the reap returns
-  only once they are all gone; new network (no interfaces but a down loopback), IPC and mount
-  namespaces; a 64 MiB tmpfs as cwd, HOME and TMPDIR, moved over /tmp, small private tmpfs over
-  /dev/shm, /var/tmp, /run/lock; directories nobody cannot traverse on the way to the
-  interpreter (pyenv in /root) are hidden but for that way; then uid/gid nobody, no groups, so
-  ``kill`` of the grader and writes outside scratch fail. At most 16 + (live sandboxes)
-  processes per task (RLIMIT_NPROC of nobody); memory is per process, so a task that forks can
-  use a multiple of ``memory_bytes``.
-- not root, or namespaces refused: no PID namespace, so RLIMIT_NPROC is 0: the task can start
-  neither processes nor threads, and nothing can outlive it; a user+network namespace if the
-  system allows unprivileged ones (else the network stays reachable); scratch is a fresh
-  directory on disk, removed afterwards, bounded only per file (RLIMIT_FSIZE).
+- always: own session; empty stdin; stdout+stderr into a pipe of which the parent keeps the first
+  ``output_bytes`` and discards the rest (a flood never blocks the child nor fills memory); all
+  other inherited fds closed; RLIMIT_CPU, RLIMIT_AS (inherited VmSize + ``memory_bytes``),
+  RLIMIT_FSIZE 64 MiB, RLIMIT_CORE 0; oom_score_adj 1000 (the OOM killer takes a child, not the
+  grader); no_new_privs; PDEATHSIG SIGKILL; environment cut to PATH, LANG, LC_*, TZ; torch on
+  one thread.
+- as root with CAP_SYS_ADMIN (not a default Docker container): the child is the init of a new
+  PID namespace: killing it kills every descendant, setsid or not, and it is reaped only once
+  they are all gone. It joins an empty network namespace (one shared by all children: concurrent
+  tasks could reach each other over abstract unix sockets, nothing else) and gets its own IPC and
+  mount namespaces: /tmp is a fresh 64 MiB tmpfs (cwd, HOME, TMPDIR), /var/tmp, /dev/shm and
+  /run/lock small ones, and directories nobody cannot traverse (pyenv under /root) are covered
+  too, with the interpreter's prefixes and import paths under them bind-mounted back. Then it
+  becomes nobody without groups: signalling the grader and writing outside scratch fail.
+  RLIMIT_NPROC allows 16 processes more than the sandboxes alive (it counts per uid); RLIMIT_AS
+  is per process, so a task that forks can use a multiple of ``memory_bytes``.
+- otherwise: no PID namespace, so RLIMIT_NPROC is 0: the task can start neither processes nor
+  threads, and nothing outlives it; a user+network namespace where unprivileged ones are
+  allowed, else the network stays reachable; scratch is a fresh directory on disk (each file
+  capped by RLIMIT_FSIZE, not their number), removed afterwards.
 
-The parent supervises all children with one epoll loop over their result pipes, output pipes and
-pidfds (no polling, no thread per task), kills with SIGKILL through the pidfd plus killpg, reaps
-with wait4. Status "ok" needs a complete frame; a frame is all the parent trusts.
+The parent watches every child's result pipe, output pipe and pidfd in one epoll loop (no
+polling, no thread per task), kills with SIGKILL (pidfd, then killpg) on a verdict or at the
+wall-clock limit and gives the outcome at once: the kernel's teardown of the child overlaps the
+next task, the reap follows. It also backs its own memory with huge pages, which makes each fork
+cheaper (see ``_collapse_memory``).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import functools
 import gc
 import io
 import os
@@ -52,7 +56,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar, cast
 
@@ -129,13 +133,12 @@ class _PidNamespace:
         if not self.available or self._own is None or _libc.unshare(_CLONE_NEWPID) != 0:
             self.available = False  # e.g. root in a container without CAP_SYS_ADMIN
             return os.fork()
+        pid = -1
         try:
             pid = os.fork()
-        except BaseException:
-            _check(_libc.setns(self._own, _CLONE_NEWPID), "setns")
-            raise
-        if pid != 0:  # the parent's later forks (subprocess, ...) stay in its own namespace
-            _check(_libc.setns(self._own, _CLONE_NEWPID), "setns")
+        finally:
+            if pid != 0:  # the parent's later forks (subprocess, ...) stay in its own namespace
+                _check(_libc.setns(self._own, _CLONE_NEWPID), "setns")
         return pid
 
 
@@ -323,7 +326,26 @@ def _mount_private(spec: _Spec) -> None:
             os.close(fd)
 
 
+@functools.cache
+def _nobody() -> tuple[int, int]:
+    try:
+        entry = pwd.getpwnam("nobody")
+        return entry.pw_uid, entry.pw_gid
+    except KeyError:
+        return 65534, 65534
+
+
 def _mount_plan() -> list[tuple[str, list[str]]]:
+    key = (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.executable, os.getcwd(), *sys.path)
+    if key not in _plans:
+        _plans[key] = _make_mount_plan()
+    return _plans[key]
+
+
+_plans: dict[tuple[str, ...], list[tuple[str, list[str]]]] = {}
+
+
+def _make_mount_plan() -> list[tuple[str, list[str]]]:
     """Which directories the child covers with a fresh tmpfs, and what it binds back under each.
 
     The world-writable ones (/tmp, the scratch, then /var/tmp, /dev/shm, /run/lock), so nothing
@@ -454,14 +476,11 @@ class _Supervisor:
         self.uid, self.gid, self.plan, self.netns = os.getuid(), os.getgid(), [], -1
         self.mnt_ns = os.stat("/proc/self/ns/mnt").st_ino
         if self.root:
-            try:
-                self.uid, self.gid = pwd.getpwnam("nobody")[2:4]
-            except KeyError:
-                self.uid, self.gid = 65534, 65534
+            self.uid, self.gid = _nobody()
             self.plan = _mount_plan()
             self.netns = _empty_netns()
             os.chmod(self.base, 0o711)  # nobody may enter a scratch dir on disk, list nothing
-        self.devnull = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+        self.devnull, self.splice = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC), True
         _collapse_memory()
         self.count = 0
         # Peak RSS of the grader: at most what a child starts with (for the OOM guess).
@@ -480,7 +499,7 @@ class _Supervisor:
             self.limits, result_w, output_w, scratch, os.getpid(), self.root, self.uid, self.gid,
             nproc, self.plan, self.netns, self.mnt_ns,
         )  # fmt: skip
-        started = time.monotonic()
+        started, pid = time.monotonic(), -1
         try:
             pid = _pidns.fork()
             if pid == 0:
@@ -488,17 +507,25 @@ class _Supervisor:
                     _child_main(task, spec, _pidns.available)
                 finally:
                     _exit(70)
-        finally:
             os.close(result_w)
             os.close(output_w)
-        pidfd = os.pidfd_open(pid)
-        child = _Child(key, pid, pidfd, {}, scratch, self.limits, started)
-        for fd, name in ((result_r, "result"), (output_r, "output")):
-            os.set_blocking(fd, False)
-            child.fds[fd] = name
-            self.selector.register(fd, selectors.EVENT_READ, child)
-        self.selector.register(pidfd, selectors.EVENT_READ, child)
-        self.running[pid] = child
+            child = _Child(key, pid, os.pidfd_open(pid), {}, scratch, self.limits, started)
+            self.dying[pid] = child  # until registered, so that close() finds it whatever happens
+            for fd, name in ((result_r, "result"), (output_r, "output")):
+                os.set_blocking(fd, False)
+                child.fds[fd] = name
+                self.selector.register(fd, selectors.EVENT_READ, child)
+            self.selector.register(child.pidfd, selectors.EVENT_READ, child)
+            self.running[pid] = self.dying.pop(pid)
+        except BaseException:
+            if pid > 0 and pid not in self.dying:  # forked, but not even a pidfd to watch it
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            for fd in (result_r, result_w, output_r, output_w):
+                with contextlib.suppress(OSError):
+                    if pid < 0 or fd not in (result_w, output_w):
+                        os.close(fd)
+            raise
 
     def wait(self) -> list[tuple[object, Outcome]]:
         """Block until some task has an outcome (or a deadline passes); return the outcomes."""
@@ -525,7 +552,7 @@ class _Supervisor:
             if name == "output":
                 room = child.limits.output_bytes - len(child.output)
                 if room <= 0:  # drain without copying, so the child never blocks on a full pipe
-                    data = b"x" if os.splice(fd, self.devnull, 2**20) else b""
+                    data = b"x" if self._discard(fd) else b""
                 else:
                     data = os.read(fd, min(room, 2**20))
                     child.output += data
@@ -539,6 +566,16 @@ class _Supervisor:
         if not data and fd in child.fds:
             self._close_fd(child, fd)
         return bool(data) and fd in child.fds
+
+    def _discard(self, fd: int) -> int:
+        if self.splice:
+            try:
+                return os.splice(fd, self.devnull, 2**20)
+            except BlockingIOError:
+                raise
+            except OSError:  # splice to /dev/null refused: read and drop instead
+                self.splice = False
+        return len(os.read(fd, 2**20))
 
     def _wanted(self, child: _Child) -> int:
         # Never more than header + length: a body over result_bytes is refused on its header.
@@ -577,8 +614,8 @@ class _Supervisor:
         with contextlib.suppress(OSError):  # the group cannot be reused before the reap
             os.killpg(child.pid, signal.SIGKILL)
         seconds = time.monotonic() - child.started
-        del self.running[child.pid]
         self.dying[child.pid] = child
+        del self.running[child.pid]
         for fd in [fd for fd, name in child.fds.items() if name == "output"]:
             for _ in range(100_000):  # what it printed before the verdict is in the pipe
                 if not self._read(child, fd):
@@ -617,6 +654,8 @@ class _Supervisor:
         for child in list(self.running.values()):
             self._settle(child, ("crashed", "stopped: the grader was interrupted"))
         for child in list(self.dying.values()):
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(child.pidfd, signal.SIGKILL)
             self._reap(child)
         self.ready.clear()
         self.selector.close()
@@ -642,8 +681,9 @@ def _remove_scratch(path: str) -> None:
 
 def run(task: Callable[[], bytes], limits: Limits = Limits()) -> Outcome:
     """Run one task in a sandboxed child and return how it went (see the module docstring)."""
-    for _, outcome in run_many([(None, task)], limits, jobs=1):
-        return outcome
+    with contextlib.closing(_outcomes([(None, task)], limits, jobs=1)) as outcomes:
+        for _, outcome in outcomes:
+            return outcome
     raise AssertionError("run_many yielded nothing for one task")
 
 
@@ -656,6 +696,12 @@ def run_many(
     (key, outcome) as each finishes (order of completion). Consumes `tasks` lazily. When the
     consumer stops early or an exception (KeyboardInterrupt...) arrives, every live child is
     killed and reaped and its scratch removed before it propagates."""
+    return _outcomes(tasks, limits, jobs)
+
+
+def _outcomes(
+    tasks: Iterable[tuple[K, Callable[[], bytes]]], limits: Limits, jobs: int
+) -> Generator[tuple[K, Outcome], None, None]:
     jobs = jobs if jobs > 0 else os.cpu_count() or 1
     pending = iter(tasks)
     supervisor = _Supervisor(limits)

@@ -303,6 +303,32 @@ def test_a_grandchild_of_a_task_that_times_out_dies_with_it() -> None:
     assert _processes_named("bpn-orphan-2") == []
 
 
+def test_a_fork_bomb_is_bounded_and_leaves_nothing_behind() -> None:
+    def task() -> bytes:
+        started = 0
+        for _ in range(1000):
+            try:
+                if os.fork() == 0:
+                    _name_this_process("bpn-bomb")
+                    time.sleep(1000)
+                started += 1
+            except OSError:
+                break
+        return str(started).encode()
+
+    outcome = run(task, FAST)
+    if ROOT:
+        assert outcome.status == "ok" and int(outcome.payload) <= 16
+    else:
+        assert outcome.status == "crashed" and "BlockingIOError" in outcome.detail
+    assert _processes_named("bpn-bomb") == []
+
+
+def test_a_segfault_is_reported_with_its_signal() -> None:
+    outcome = run(lambda: ctypes.string_at(0), FAST)
+    assert (outcome.status, outcome.detail) == ("crashed", "killed by signal 11 (SIGSEGV)")
+
+
 def test_a_non_daemon_thread_does_not_keep_the_task_alive() -> None:
     outcome = run(start_non_daemon_thread, FAST)
     if ROOT:
@@ -523,5 +549,5 @@ def test_a_grader_without_privileges_still_contains_its_tasks() -> None:
 
 def test_the_module_documents_what_it_does_not_confine() -> None:
     doc = sandbox.__doc__ or ""
-    for topic in ("not root", "PID namespace", "RLIMIT_NPROC", "network", "memory"):
+    for topic in ("as root", "otherwise", "PID namespace", "RLIMIT_NPROC", "network", "memory"):
         assert topic in doc
