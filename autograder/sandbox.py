@@ -265,10 +265,11 @@ def _setup_child(spec: _Spec, in_pidns: bool) -> None:
     home = ""
     if in_prepared and _libc.unshare(_CLONE_NEWNS | _CLONE_NEWIPC) == 0:
         # Mount only in a namespace of its own: never the grader's, never the shared one.
-        if os.stat("/proc/self/ns/mnt").st_ino != spec.grader_mnt_ns:
+        tmp = [entry for entry in spec.plan if entry[0] == "/tmp"]
+        if tmp and os.stat("/proc/self/ns/mnt").st_ino != spec.grader_mnt_ns:
             scratch = f"mode=0700,uid={spec.uid},gid={spec.gid},size={_SCRATCH_BYTES}"
             with contextlib.suppress(OSError):
-                _cover([entry for entry in spec.plan if entry[0] == "/tmp"], scratch, False)
+                _cover(tmp, scratch, read_only=False)
                 home = "/tmp"
     elif not spec.root:
         _libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET | _CLONE_NEWIPC)  # where userns are allowed
@@ -354,16 +355,20 @@ def _nobody() -> tuple[int, int]:
 
 
 def _mount_plan() -> list[tuple[str, list[str]]]:
-    key = (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.executable, os.getcwd(), *sys.path)
+    try:
+        cwd = os.getcwd()
+    except OSError:  # deleted: relative import paths lead nowhere anyway
+        cwd = ""
+    key = (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.executable, cwd, *sys.path)
     if key not in _plans:
-        _plans[key] = _make_mount_plan()
+        _plans[key] = _make_mount_plan(cwd)
     return _plans[key]
 
 
 _plans: dict[tuple[str, ...], list[tuple[str, list[str]]]] = {}
 
 
-def _make_mount_plan() -> list[tuple[str, list[str]]]:
+def _make_mount_plan(cwd: str) -> list[tuple[str, list[str]]]:
     """Which directories the child covers with a fresh tmpfs, and what it binds back under each.
 
     The world-writable ones (/tmp, the scratch, then /var/tmp, /dev/shm, /run/lock), so nothing
@@ -375,12 +380,18 @@ def _make_mount_plan() -> list[tuple[str, list[str]]]:
     paths = set()
     executable = os.path.dirname(os.path.realpath(sys.executable))
     for entry in (sys.prefix, sys.base_prefix, sys.exec_prefix, executable, *sys.path):
-        paths |= {os.path.abspath(entry or "."), os.path.realpath(entry or ".")}
+        if cwd or os.path.isabs(entry):
+            entry = os.path.join(cwd, entry)
+            paths |= {os.path.normpath(entry), os.path.realpath(entry)}
     covered: dict[str, set[str]] = {d: set() for d in _WORLD_WRITABLE if os.path.isdir(d)}
     for path in sorted(p for p in paths if os.path.exists(p)):  # exists: so its parents too
         current = "/"
         for name in path.strip("/").split("/"):  # find its outermost covered ancestor
-            if current in covered or not os.stat(current).st_mode & stat.S_IXOTH:
+            try:
+                closed = not os.stat(current).st_mode & stat.S_IXOTH
+            except OSError:
+                break
+            if current in covered or closed:
                 covered.setdefault(current, set()).add(path)
                 break
             current = os.path.join(current, name)
