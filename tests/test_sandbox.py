@@ -485,6 +485,17 @@ def test_an_exception_in_the_consumer_kills_every_live_child() -> None:
     assert _children_of(os.getpid()) == []
 
 
+def test_ctrl_c_while_waiting_kills_every_live_child() -> None:
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            list(run_many(((i, sleep_forever) for i in range(4)), Limits(wall_seconds=5.0), 2))
+    finally:
+        timer.cancel()
+    assert _children_of(os.getpid()) == []
+
+
 def test_five_hundred_trivial_tasks_take_milliseconds_each() -> None:
     started = time.monotonic()
     outcomes = list(run_many(((i, print_then_return) for i in range(500)), FAST, jobs=2))
