@@ -508,7 +508,8 @@ class _Supervisor:
         self.running: dict[int, _Child] = {}  # pid -> child, no verdict yet
         self.dying: dict[int, _Child] = {}  # given a verdict and SIGKILL, not reaped yet
         self.ready: list[tuple[object, Outcome]] = []
-        self.base = tempfile.mkdtemp(prefix="backprop-ninja-sandbox-")
+        _remove_stale_bases()
+        self.base = tempfile.mkdtemp(prefix=f"{_BASE_PREFIX}{os.getpid()}-")
         self.root = os.geteuid() == 0
         self.uid, self.gid, self.plan = os.getuid(), os.getgid(), []
         self.netns = self.mntns = -1
@@ -699,6 +700,31 @@ class _Supervisor:
         self.selector.close()
         os.close(self.devnull)
         _remove_scratch(self.base)
+
+
+_BASE_PREFIX = "backprop-ninja-sandbox-"
+_stale_checked = False
+
+
+def _remove_stale_bases() -> None:
+    """Remove the scratch bases of graders that were killed (no finally ran), once a process."""
+    global _stale_checked
+    if _stale_checked:
+        return
+    _stale_checked = True
+    tmp = tempfile.gettempdir()
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(tmp):
+            pid = entry.name.removeprefix(_BASE_PREFIX).split("-")[0]
+            if entry.name.startswith(_BASE_PREFIX) and pid.isdigit():
+                info = entry.stat(follow_symlinks=False)
+                if info.st_uid == os.geteuid() and time.time() - info.st_mtime > 600:
+                    try:
+                        os.kill(int(pid), 0)
+                    except ProcessLookupError:  # its grader is gone
+                        _remove_scratch(entry.path)
+                    except OSError:
+                        pass
 
 
 def _remove_scratch(path: str) -> None:

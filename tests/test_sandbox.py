@@ -558,6 +558,21 @@ def test_a_grader_without_privileges_still_contains_its_tasks() -> None:
     assert report["orphans"] == [] and report["left"] == []
 
 
+def test_the_scratch_base_of_a_killed_grader_is_removed_later(tmp_path: Path) -> None:
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)  # a pid that no process has any more
+    stale, alive = tmp_path / f"backprop-ninja-sandbox-{pid}-x", tmp_path / "other"
+    for path in (stale / "7" / "sub", alive):
+        path.mkdir(parents=True)
+    os.utime(stale, (time.time() - 3600,) * 2)
+    sandbox._stale_checked = False
+    assert run(print_then_return, FAST).status == "ok"
+    assert sorted(tmp_path.iterdir()) == [alive]
+    alive.rmdir()
+
+
 def test_the_module_documents_what_it_does_not_confine() -> None:
     doc = sandbox.__doc__ or ""
     for topic in ("as root", "otherwise", "PID namespace", "RLIMIT_NPROC", "network", "memory"):
