@@ -16,14 +16,15 @@ Confinement, set up in the child before ``task()`` (Linux >= 5.3):
   one thread.
 - as root with CAP_SYS_ADMIN (not a default Docker container): the child is the init of a new
   PID namespace: killing it kills every descendant, setsid or not, and it is reaped only once
-  they are all gone. It joins an empty network namespace (one shared by all children: concurrent
-  tasks could reach each other over abstract unix sockets, nothing else) and gets its own IPC and
-  mount namespaces: /tmp is a fresh 64 MiB tmpfs (cwd, HOME, TMPDIR), /var/tmp, /dev/shm and
-  /run/lock small ones, and directories nobody cannot traverse (pyenv under /root) are covered
-  too, with the interpreter's prefixes and import paths under them bind-mounted back. Then it
-  becomes nobody without groups: signalling the grader and writing outside scratch fail.
-  RLIMIT_NPROC allows 16 processes more than the sandboxes alive (it counts per uid); RLIMIT_AS
-  is per process, so a task that forks can use a multiple of ``memory_bytes``.
+  they are all gone. It joins a network namespace without interfaces and a mount namespace,
+  both made once and shared (concurrent tasks could reach each other over abstract unix
+  sockets, nothing else), then unshares its own mount and IPC namespaces: /tmp is a fresh
+  64 MiB tmpfs (cwd, HOME, TMPDIR); /var/tmp, /dev/shm, /run/lock and any directory nobody
+  cannot traverse (pyenv under /root) are read-only empty tmpfs, with the interpreter's prefixes
+  and import paths under them bind-mounted back. Then it becomes nobody without groups:
+  signalling the grader and writing outside /tmp fail. RLIMIT_NPROC allows 16 processes more
+  than the sandboxes alive (it counts per uid); RLIMIT_AS is per process, so a task that forks
+  can use a multiple of ``memory_bytes``.
 - otherwise: no PID namespace, so RLIMIT_NPROC is 0: the task can start neither processes nor
   threads, and nothing outlives it; a user+network namespace where unprivileged ones are
   allowed, else the network stays reachable; scratch is a fresh directory on disk (each file
