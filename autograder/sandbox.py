@@ -205,20 +205,30 @@ def _collapse_memory() -> None:
     as cheap (measured: 7 -> 5 ms of CPU per task) for the same memory. Parent writes split
     huge pages again over time, so this is redone, at most every 30 s (the first call takes
     ~0.2 s, later ones a few ms). Harmless where unsupported: madvise fails, nothing changes.
+    Only mappings at least half populated are collapsed, so memory use grows little (0.6 MB
+    measured after ``import torch``).
     """
     global _collapsed_at
     if time.monotonic() - _collapsed_at < 30:
         return
     _collapsed_at = time.monotonic()
-    huge = 2**21
-    with contextlib.suppress(OSError), open("/proc/self/maps") as maps:
-        for line in maps:
+    huge, regions, current = 2**21, [], None
+    with contextlib.suppress(OSError), open("/proc/self/smaps") as smaps:
+        for line in smaps:
             fields = line.split()
-            if fields[1].startswith("rw") and (len(fields) < 6 or fields[5] == "[heap]"):
-                start, end = (int(x, 16) for x in fields[0].split("-"))
-                start, end = -(-start // huge) * huge, end // huge * huge
-                if end > start:
-                    _libc.madvise(start, end - start, _MADV_COLLAPSE)
+            if "-" in fields[0]:  # a mapping's first line: range, perms, offset, dev, inode, name
+                current = None
+                private_anon = fields[1].startswith("rw") and fields[1].endswith("p")
+                if private_anon and (len(fields) < 6 or fields[5] == "[heap]"):
+                    start, end = (int(x, 16) for x in fields[0].split("-"))
+                    current = [-(-start // huge) * huge, end // huge * huge, 0]
+                    regions.append(current)
+            elif fields[0] == "Rss:" and current is not None:
+                current[2] = int(fields[1]) * 1024
+    for start, end, rss in regions:
+        # Only mostly populated ranges: collapsing fills a huge page however little of it is used.
+        if end > start and rss >= (end - start) // 2:
+            _libc.madvise(start, end - start, _MADV_COLLAPSE)
 
 
 @dataclass(frozen=True)
