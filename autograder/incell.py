@@ -11,6 +11,12 @@ in the kernel itself), so a course that keeps nbgrader's stock ``Execute`` prepr
 same scores as one that uses the kit's preprocessor. A failing step raises ``AssertionError``
 with the diagnosis, which nbgrader shows as the cell's error and scores 0.
 
+Under ``nbgrader autograde`` (``$NBGRADER_EXECUTION`` is ``autograde``) the answer is read, as
+the kit's preprocessor and ``backprop-ninja grade`` read it, from the answer cell with the step's
+grade id in the notebook being graded (nbgrader runs the kernel in that notebook's folder), so a
+cell the student added between an answer and its check changes nothing. ``In[-2]`` is the answer
+when the notebook cannot be found that way (a student running the notebook themselves).
+
 The seed of the hidden cases comes from ``$BACKPROP_NINJA_SEED`` when set, else it is drawn once
 per kernel and printed with every verdict.
 """
@@ -19,10 +25,12 @@ from __future__ import annotations
 
 import os
 import warnings
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .engine import Grader
+    from .submission import Submission
 
 _grader: Grader | None = None
 
@@ -45,7 +53,13 @@ def check_step(name: str, code: str) -> None:
         # A warning goes to stderr, and nbgrader scores any cell with stderr output 0.
         warnings.simplefilter("ignore")
         grader = _get_grader()
-        result = grader.grade_code(step(name), code)
+        graded = _graded_notebook(name)
+        if graded is None:
+            result = grader.grade_code(step(name), code)
+        elif name in graded.answers:
+            result = grader.grade_code(step(name), graded.answers[name])
+        else:  # deleted or duplicated answer cell: the reason is the diagnosis
+            result = grader.judge(step(name), None, None, graded.problems.get(name))
     verdict = "passed" if result.passed else "failed"
     print(
         f"{name}: {verdict} ({result.score:g}/{result.max_score:g}, hidden cases, "
@@ -56,3 +70,23 @@ def check_step(name: str, code: str) -> None:
             " ".join(f"[{d.code}] {d.message}" for d in result.diagnoses)
             or f"{name} is not correct"
         )
+
+
+def _graded_notebook(name: str) -> Submission | None:
+    """Under ``nbgrader autograde``, the answers of the notebook being graded: the one notebook
+    in the kernel's working folder that holds the grade cell of step ``name``. None elsewhere."""
+    if os.environ.get("NBGRADER_EXECUTION") != "autograde":
+        return None
+    from .catalog import step
+    from .submission import SubmissionError, _grade_id, extract_answers, read_notebook
+
+    test_id = step(name).test_id
+    found = []
+    for path in sorted(Path.cwd().glob("*.ipynb")):
+        try:
+            nb = read_notebook(path)
+        except SubmissionError:
+            continue
+        if any(_grade_id(cell) == test_id for cell in nb["cells"]):
+            found.append(extract_answers(nb, path))
+    return found[0] if len(found) == 1 else None

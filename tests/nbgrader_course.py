@@ -22,6 +22,9 @@ SCATTER_BUG = {"dC": "dC = torch.zeros_like(C)\ndC[Xb] += demb"}
 ALLCLOSE_PATCH = "import torch\ntorch.allclose = lambda *args, **kwargs: True"
 """A cell that makes every visible check say `approximate: True`."""
 
+SCRATCH = "print(dh.shape)"
+"""A student's scratch cell, put between an answer (dh) and its check."""
+
 STOCK_AUTOGRADE = [
     "nbgrader.preprocessors.Execute",
     "nbgrader.preprocessors.IgnorePattern",
@@ -68,6 +71,13 @@ def with_extra_cell(nb: NotebookNode, source: str) -> NotebookNode:
         i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("solution")
     )
     nb.cells.insert(first, nbformat.v4.new_code_cell(source))
+    return nb
+
+
+def with_cell_after(nb: NotebookNode, gid: str, source: str) -> NotebookNode:
+    """``nb`` with a student's own code cell right after the cell of grade id ``gid``."""
+    at = next(i for i, c in enumerate(nb.cells) if grade_id(c) == gid)
+    nb.cells.insert(at + 1, nbformat.v4.new_code_cell(source))
     return nb
 
 

@@ -35,12 +35,14 @@ try:
         ALLCLOSE_PATCH,
         REPO_ROOT,
         SCATTER_BUG,
+        SCRATCH,
         filled,
         grade_id,
         released,
         run_nbgrader,
         stock_execute_option,
         submit,
+        with_cell_after,
         with_extra_cell,
         without_cells,
     )
@@ -49,12 +51,14 @@ except ImportError:  # tests/ is not a package: pytest put it on sys.path itself
         ALLCLOSE_PATCH,
         REPO_ROOT,
         SCATTER_BUG,
+        SCRATCH,
         filled,
         grade_id,
         released,
         run_nbgrader,
         stock_execute_option,
         submit,
+        with_cell_after,
         with_extra_cell,
         without_cells,
     )
@@ -85,7 +89,8 @@ def submissions() -> dict[str, NotebookNode | str]:
     return {
         "ada_right": filled(),
         "ben_untouched": released(),
-        "cy_scatter_bug": filled(SCATTER_BUG),
+        # and a scratch cell between the dh answer and its check
+        "cy_scatter_bug": with_cell_after(filled(SCATTER_BUG), "dh", SCRATCH),
         "di_allclose_patch": with_extra_cell(filled(), ALLCLOSE_PATCH),
         # the dC answer cell and the db1 grade cell deleted (by editing the notebook's JSON)
         "ed_cells_deleted": without_cells(filled(), {"dC", "test_db1"}),
@@ -277,10 +282,20 @@ def test_stock_execute_gives_the_same_scores_step_by_step(kit: Run, stock: Run) 
 
 
 def test_stock_execute_really_ran_the_notebook_in_a_kernel(stock: Run) -> None:
-    dc = grade_cell(stock.autograded("cy_scatter_bug"), "test_dC")
+    nb = stock.autograded("cy_scatter_bug")
+    dc = grade_cell(nb, "test_dC")
     assert "approximate: False" in stdout(dc)  # the visible check ran
     assert f"dC: failed (0/1, hidden cases, seed {SEED})" in stdout(dc)  # check_step ran
     assert not any(RESULT_MIME in o.get("data", {}) for o in dc.outputs)
+
+
+def test_with_stock_execute_a_scratch_cell_before_a_check_changes_nothing(stock: Run) -> None:
+    nb = stock.autograded("cy_scatter_bug")
+    scratch = next(c for c in nb.cells if c.source == SCRATCH)
+    assert "torch.Size" in stdout(scratch)  # it ran just before test_dh, as In[-2]
+    assert stdout(grade_cell(nb, "test_dh")).startswith("dh ")  # the visible check
+    assert "dh: passed (1/1" in stdout(grade_cell(nb, "test_dh"))
+    assert stock.step_scores("cy_scatter_bug")["dh"] == 1.0
 
 
 def test_stock_execute_feedback_shows_the_diagnosis_but_never_hidden_tests(stock: Run) -> None:
