@@ -58,7 +58,7 @@ SEED_ENV = "BACKPROP_NINJA_SEED"
 :mod:`autograder.incell`, so a stock-Execute course and this preprocessor can share a seed)."""
 
 WRAP = 96
-"""Width the diagnoses are wrapped to in a grade cell's text (notebooks show it unwrapped)."""
+"""Width of the diagnoses in a grade cell's text (notebooks and feedback do not wrap outputs)."""
 
 _TEST_IDS = {s.test_id: s for s in STEPS}
 
@@ -79,7 +79,7 @@ def _grader(seed: int | None, timeout: float, jobs: int) -> Grader:
 
 
 def grade_submission(grader: Grader, sub: Submission) -> SubmissionResult:
-    """Grade every step of one submission's answers, the answers that run in parallel workers.
+    """Grade the 26 steps of one submission, the answers that need running in parallel workers.
 
     A step without a usable answer cell (``sub.problems``) or left as the released stub is judged
     without running anything.
