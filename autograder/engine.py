@@ -17,17 +17,19 @@ when every case passes, it did not use autograd, and it did not change any of it
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Iterable, Iterator
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
 import torch
 
 from . import __version__
 from .cases import Case, build_cases
-from .catalog import STEPS, Step, total_points
+from .catalog import BY_NAME, STEPS, Step, total_points
 from .diagnose import Evidence, diagnose, wrong_rows
+from .pool import ForkServer, Job
 from .results import CaseResult, Diagnosis, RowReport, RunResult, StepResult, SubmissionResult
-from .sandbox import Limits, Outcome, run_many
+from .sandbox import Limits, Outcome
 from .submission import Submission, SubmissionError, is_stub, load_submission
 from .worker import Answer, PayloadError, parse_payload, run_answer
 
@@ -65,9 +67,9 @@ def row_report(case: Case, step: Step, answer: Answer, tol: float | None) -> Row
 class Grader:
     """Grades submissions under one seed's hidden cases.
 
-    Building a Grader computes every case and reference once; workers forked afterwards share
-    them. ``limits`` bound each step's worker; ``jobs`` is the number of workers alive at once
-    (0: one per core).
+    Building a Grader builds the hidden cases and starts the fork server its sandboxes come from.
+    ``limits`` bound each step; ``jobs`` is the number of sandboxes alive at once (0: one per
+    core). Call :meth:`close` (or drop the Grader) to stop the server.
     """
 
     def __init__(
@@ -76,8 +78,12 @@ class Grader:
         self.seed = secrets.randbelow(2**31) if seed is None else int(seed)
         self.limits = limits or Limits()
         self.jobs = jobs
-        # References are computed on first use, in the parent, while the first workers run.
         self.cases = build_cases(self.seed)
+        # Every sandbox is forked from this server, forked now, before any reference exists
+        # (references are computed here, in the grader, on first use), so no student code can
+        # find them in its memory.
+        self._server = ForkServer(self._make_task, self.limits, jobs)
+        self._finalizer = weakref.finalize(self, self._server.close)
 
     # -- one step -------------------------------------------------------------------------
 
@@ -150,101 +156,101 @@ class Grader:
         )
 
     def task(self, step: Step, code: str) -> Callable[[], bytes]:
-        """The function a forked worker runs for one answer."""
+        """The function a sandbox runs for one answer (it reads this process's cases)."""
         cases = self.cases
         return lambda: run_answer(step, cases, code)
 
+    def _make_task(self, name: str, code: str) -> Callable[[], bytes]:
+        return self.task(BY_NAME[name], code)
+
+    def grade_answers(
+        self, answers: Mapping[str, str], problems: Mapping[str, str] | None = None
+    ) -> list[StepResult]:
+        """Grade one submission's answer code (step name -> code), every step in catalog order;
+        a step without code is judged from ``problems`` (why it is missing)."""
+        [(_, results)] = list(self._iter_grade({0: answers}, {0: problems or {}}))
+        return [results[s.name] for s in STEPS]
+
     def grade_code(self, step: Step, code: str) -> StepResult:
-        """Grade one answer of one step (used by the in-notebook hidden tests)."""
-        if is_stub(code):
-            return self.judge(step, code, None)
-        outcome = next(iter(run_many([(0, self.task(step, code))], self.limits, jobs=1)))[1]
-        return self.judge(step, code, outcome)
+        """Grade one answer of one step (the in-notebook hidden tests use this)."""
+        [(_, results)] = list(self._iter_grade({0: {step.name: code}}, {0: {}}, only=step))
+        return results[step.name]
+
+    def _iter_grade(
+        self,
+        answers: Mapping[int, Mapping[str, str]],
+        problems: Mapping[int, Mapping[str, str]],
+        only: Step | None = None,
+    ) -> Iterator[tuple[int, dict[str, StepResult]]]:
+        """Grade several submissions at once, yielding ``(key, results by step)`` as each one
+        completes. All their steps go to the fork server in one request."""
+        steps = [only] if only else list(STEPS)
+        results: dict[int, dict[str, StepResult]] = {k: {} for k in answers}
+        jobs: list[Job] = []
+        for key, sub in answers.items():
+            to_run = []
+            for step in steps:
+                code = sub.get(step.name)
+                if code is None or is_stub(code):
+                    why = problems[key].get(step.name)
+                    results[key][step.name] = self.judge(step, code, None, why)
+                else:
+                    to_run.append((step.name, code))
+            if to_run:
+                jobs.append((key, to_run))
+            else:
+                yield key, results.pop(key)
+        waiting = {key: len(to_run) for key, to_run in jobs}
+        for key, name, outcome in self._server.run(jobs):
+            results[key][name] = self.judge(BY_NAME[name], answers[key][name], outcome)
+            waiting[key] -= 1
+            if waiting[key] == 0:
+                yield key, results.pop(key)
 
     # -- many submissions -------------------------------------------------------------------
 
-    def grade_paths(
-        self,
-        paths: Iterable[Path],
-        on_result: Callable[[SubmissionResult], None] | None = None,
-    ) -> Iterator[SubmissionResult]:
+    def grade_submission(self, sub: Submission) -> SubmissionResult:
+        """Grade one submission already read (nbgrader hands the kit notebooks in memory)."""
+        [(_, results)] = list(self._iter_grade({0: sub.answers}, {0: sub.problems}))
+        return self._result(sub, results)
+
+    @staticmethod
+    def _result(sub: Submission, results: Mapping[str, StepResult]) -> SubmissionResult:
+        steps = [results[s.name] for s in STEPS]
+        return SubmissionResult(
+            path=str(sub.path),
+            score=sum(s.score for s in steps),
+            max_score=total_points(),
+            error="; ".join(f"{k}: {v}" for k, v in sub.problems.items()) or None,
+            steps=steps,
+        )
+
+    def grade_paths(self, paths: Iterable[Path]) -> Iterator[SubmissionResult]:
         """Grade notebooks, yielding each submission's result as soon as its last step is done
         (not necessarily in input order). A file that cannot be read yields a result with
         ``error`` set and no steps; nothing a submission does stops the batch."""
         subs: dict[int, Submission] = {}
-        pending: dict[int, dict[str, StepResult]] = {}
-        todo: dict[int, int] = {}
-        paths = list(paths)
+        for i, path in enumerate(paths):
+            try:
+                subs[i] = load_submission(Path(path))
+            except SubmissionError as e:
+                yield SubmissionResult(
+                    path=str(path), score=0.0, max_score=total_points(), error=str(e), steps=[]
+                )
+        answers = {i: sub.answers for i, sub in subs.items()}
+        problems = {i: sub.problems for i, sub in subs.items()}
+        for i, results in self._iter_grade(answers, problems):
+            yield self._result(subs.pop(i), results)
 
-        def finish(i: int) -> SubmissionResult:
-            sub = subs.pop(i)
-            steps = [pending[i][s.name] for s in STEPS]
-            del pending[i]
-            problems = "; ".join(f"{k}: {v}" for k, v in sub.problems.items()) or None
-            res = SubmissionResult(
-                path=str(sub.path),
-                score=sum(s.score for s in steps),
-                max_score=total_points(),
-                error=problems,
-                steps=steps,
-            )
-            if on_result is not None:
-                on_result(res)
-            return res
-
-        def tasks() -> Iterator[tuple[tuple[int, str], Callable[[], bytes]]]:
-            for i, path in enumerate(paths):
-                try:
-                    sub = load_submission(Path(path))
-                except SubmissionError as e:
-                    ready.append(
-                        SubmissionResult(
-                            path=str(path),
-                            score=0.0,
-                            max_score=total_points(),
-                            error=str(e),
-                            steps=[],
-                        )
-                    )
-                    continue
-                subs[i], pending[i] = sub, {}
-                to_run = []
-                for step in STEPS:
-                    code = sub.answers.get(step.name)
-                    if code is None or is_stub(code):
-                        pending[i][step.name] = self.judge(
-                            step, code, None, sub.problems.get(step.name)
-                        )
-                    else:
-                        to_run.append((step, code))
-                # Counted before the first task starts: outcomes arrive while this generator waits.
-                todo[i] = len(to_run)
-                if not to_run:
-                    ready.append(finish(i))
-                for step, code in to_run:
-                    yield (i, step.name), self.task(step, code)
-
-        ready: list[SubmissionResult] = []
-        for (i, name), outcome in run_many(tasks(), self.limits, self.jobs):
-            step = next(s for s in STEPS if s.name == name)
-            pending[i][name] = self.judge(step, subs[i].answers[name], outcome)
-            todo[i] -= 1
-            if todo[i] == 0:
-                ready.append(finish(i))
-            while ready:
-                yield ready.pop(0)
-        while ready:
-            yield ready.pop(0)
-
-    def run(
-        self, paths: Iterable[Path], on_result: Callable[[SubmissionResult], None] | None = None
-    ) -> RunResult:
+    def run(self, paths: Iterable[Path]) -> RunResult:
         """Grade everything and return the run (submissions in completion order)."""
         return RunResult(
-            seed=self.seed,
-            submissions=list(self.grade_paths(paths, on_result)),
-            version=__version__,
+            seed=self.seed, submissions=list(self.grade_paths(paths)), version=__version__
         )
+
+    def close(self) -> None:
+        """Stop the fork server (also done when the Grader is garbage-collected)."""
+        self._finalizer()
 
 
 def diagnosis_text(step: StepResult) -> str:

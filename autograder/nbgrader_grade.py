@@ -30,7 +30,6 @@ import math
 import os
 import secrets
 import textwrap
-from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,10 +41,10 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from nbgrader.utils import is_grade
 from traitlets import Float, Integer
 
-from .catalog import BY_NAME, STEPS, Step, total_points
+from .catalog import STEPS, Step
 from .results import StepResult, SubmissionResult
-from .sandbox import Limits, run_many
-from .submission import Submission, extract_answers, is_stub
+from .sandbox import Limits
+from .submission import Submission, extract_answers
 
 if TYPE_CHECKING:  # torch, imported when grading starts: nbgrader loads this for every command
     from .engine import Grader
@@ -79,30 +78,9 @@ def _grader(seed: int | None, timeout: float, jobs: int) -> Grader:
 
 
 def grade_submission(grader: Grader, sub: Submission) -> SubmissionResult:
-    """Grade the 26 steps of one submission, the answers that need running in parallel workers.
-
-    A step without a usable answer cell (``sub.problems``) or left as the released stub is judged
-    without running anything.
-    """
-    results: dict[str, StepResult] = {}
-    tasks: list[tuple[str, Callable[[], bytes]]] = []
-    for step in STEPS:
-        code = sub.answers.get(step.name)
-        if code is None or is_stub(code):
-            results[step.name] = grader.judge(step, code, None, sub.problems.get(step.name))
-        else:
-            tasks.append((step.name, grader.task(step, code)))
-    for name, outcome in run_many(tasks, grader.limits, grader.jobs):
-        results[name] = grader.judge(BY_NAME[name], sub.answers[name], outcome)
-    steps = [results[s.name] for s in STEPS]
-    problems = "; ".join(f"{k}: {v}" for k, v in sub.problems.items()) or None
-    return SubmissionResult(
-        path=str(sub.path),
-        score=sum(s.score for s in steps),
-        max_score=total_points(),
-        error=problems,
-        steps=steps,
-    )
+    """Grade the 26 steps of one submission with the engine (one sandbox for the submission,
+    one process per step inside it; stubs and missing cells are judged without running)."""
+    return grader.grade_submission(sub)
 
 
 def verdict_text(result: StepResult, seed: int) -> str:

@@ -90,6 +90,36 @@ def _lineno(e: BaseException) -> int | None:
     return line
 
 
+_spied: list[bool] = []
+
+
+def _install_spies() -> list[bool]:
+    """Wrap the autograd entry points (once per process); returns the flag they set.
+
+    Nothing in a step's namespace requires grad; these only fire if an answer asks for autograd.
+    """
+    if _spied:
+        return _spied
+    _spied.append(False)
+
+    def spy(fn: Any) -> Any:
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            _spied[0] = True
+            return fn(*args, **kwargs)
+
+        return wrapped
+
+    Tensor = torch.Tensor
+    torch.autograd.grad = spy(torch.autograd.grad)
+    torch.autograd.backward = spy(torch.autograd.backward)
+    Tensor.backward = spy(Tensor.backward)  # type: ignore[method-assign]
+    Tensor.requires_grad_ = spy(Tensor.requires_grad_)  # type: ignore[method-assign]
+    Tensor.retain_grad = spy(Tensor.retain_grad)  # type: ignore[method-assign]
+    torch.set_grad_enabled = spy(torch.set_grad_enabled)  # type: ignore[misc]
+    torch.enable_grad = spy(torch.enable_grad)  # type: ignore[misc]
+    return _spied
+
+
 def run_answer(step: Step, cases: list[Case], code: str) -> bytes:
     """Execute ``code`` for ``step`` under each case; return the encoded answers.
 
@@ -105,23 +135,7 @@ def run_answer(step: Step, cases: list[Case], code: str) -> bytes:
     def raw(t: torch.Tensor) -> bytes:  # the bytes of a contiguous tensor, any dtype
         return as_numpy(view(reshape(t, (-1,)), uint8)).tobytes()
 
-    used_autograd = [False]
-
-    def spy(fn: Any) -> Any:
-        def wrapped(*args: Any, **kwargs: Any) -> Any:
-            used_autograd[0] = True
-            return fn(*args, **kwargs)
-
-        return wrapped
-
-    # Nothing in a step's namespace requires grad; these only fire if an answer asks for autograd.
-    torch.autograd.grad = spy(torch.autograd.grad)
-    torch.autograd.backward = spy(torch.autograd.backward)
-    Tensor.backward = spy(Tensor.backward)  # type: ignore[method-assign]
-    Tensor.requires_grad_ = spy(Tensor.requires_grad_)  # type: ignore[method-assign]
-    Tensor.retain_grad = spy(Tensor.retain_grad)  # type: ignore[method-assign]
-    torch.set_grad_enabled = spy(torch.set_grad_enabled)  # type: ignore[misc]
-    torch.enable_grad = spy(torch.enable_grad)  # type: ignore[misc]
+    used_autograd = _install_spies()
 
     records: list[dict[str, Any]] = []
     blobs: list[bytes] = []
