@@ -18,6 +18,9 @@ from .results import RunResult, SubmissionResult, run_from_json, write_json
 from .sandbox import Limits
 from .submission import find_notebooks
 
+DETAILED_UP_TO = 3
+"""Up to this many submissions, each gets its table of steps with diagnoses."""
+
 JSON_FLUSH_SECONDS = 2.0
 """How often a long batch rewrites its --json file (atomically), so an interruption loses little."""
 
@@ -140,9 +143,10 @@ def grade_command(args: argparse.Namespace) -> int:
         write_json(args.gradescope, gradescope_json(run.submissions[0]))
 
     if not args.quiet:
-        if len(run.submissions) == 1:
-            out.print(step_table(run.submissions[0]))
-        else:
+        if len(run.submissions) <= DETAILED_UP_TO:
+            for sub in sorted(run.submissions, key=lambda s: s.path):
+                out.print(step_table(sub))
+        if len(run.submissions) > 1:
             out.print(batch_table(run.submissions))
     total = sum(s.score for s in run.submissions)
     top = sum(s.max_score for s in run.submissions)
