@@ -1,9 +1,10 @@
 """The grading engine: every step of every submission, in isolation, under every hidden case.
 
-For each (submission, step) the engine forks one sandboxed worker (:mod:`autograder.sandbox`)
-that runs the answer code once per case (:func:`autograder.worker.run_answer`); the parent
-validates what comes back, compares it with the float64 reference in the trusted process, and
-turns the evidence into a verdict and diagnoses (:mod:`autograder.diagnose`).
+Each submission's answers go to a sandbox (:mod:`autograder.pool`, :mod:`autograder.sandbox`)
+where every step runs its code once per hidden case (:func:`autograder.worker.run_answer`),
+isolated from the other steps; the grader validates what comes back, compares it with the float64
+reference in its own process, and turns the evidence into a verdict and diagnoses
+(:mod:`autograder.diagnose`).
 
 A case passes when the answer has exactly the variable's shape and
 
