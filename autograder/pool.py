@@ -116,6 +116,25 @@ def _kill_everything_else() -> None:
             continue
 
 
+def _complete(data: bytearray) -> bool:
+    return len(data) >= _LEN.size and _LEN.unpack(data[: _LEN.size])[0] == len(data) - _LEN.size
+
+
+def _wait_until(pid: int, deadline: float) -> int | None:
+    """The exit status of ``pid`` once it ends, or None if it is still running at the deadline
+    (its result pipe can close long before it ends: the code closed its descriptors)."""
+    while True:
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return 0
+        if done:
+            return status
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.001)
+
+
 def _run_step(task: Callable[[], bytes], limits: Limits) -> tuple[dict[str, Any], bytes]:
     r, w = os.pipe()
     start = time.monotonic()
@@ -127,14 +146,14 @@ def _run_step(task: Callable[[], bytes], limits: Limits) -> tuple[dict[str, Any]
     data, status, detail = bytearray(), "ok", ""
     cap = limits.result_bytes + _LEN.size
     deadline = start + limits.wall_seconds
+    timed_out = f"killed after {limits.wall_seconds:g} s (wall-clock limit)"
     try:
-        while True:
+        # Until the result is complete, not until end-of-file: a process the code forked may
+        # hold the pipe open for ever, and it dies with the rest below.
+        while not _complete(data):
             left = deadline - time.monotonic()
             if left <= 0:
-                status, detail = (
-                    "timeout",
-                    f"killed after {limits.wall_seconds:g} s (wall-clock limit)",
-                )
+                status, detail = "timeout", timed_out
                 break
             ready, _, _ = select.select([r], [], [], left)
             if not ready:
@@ -149,14 +168,14 @@ def _run_step(task: Callable[[], bytes], limits: Limits) -> tuple[dict[str, Any]
     finally:
         os.close(r)
     exit_status = None
-    if status == "ok":
-        with contextlib.suppress(ChildProcessError):
-            exit_status = os.waitpid(pid, 0)[1]
+    if status == "ok" and not _complete(data):
+        exit_status = _wait_until(pid, deadline)
+        if exit_status is None:
+            status, detail = "timeout", timed_out
     _kill_everything_else()
     seconds = time.monotonic() - start
     if status == "ok":
-        complete = len(data) >= _LEN.size and _LEN.unpack(data[: _LEN.size])[0] == len(data) - 8
-        if not complete:
+        if not _complete(data):
             why = _status_text(exit_status) if exit_status is not None else "ended"
             status = "crashed" if data or exit_status else "no-result"
             detail = f"{why} before returning a result"
