@@ -109,14 +109,26 @@ def _install_spies() -> list[bool]:
 
         return wrapped
 
-    Tensor = torch.Tensor
+    def spy_enabling(fn: Any) -> Any:  # turning grad mode off (torch.no_grad) is no autograd
+        def wrapped(mode: Any, *args: Any, **kwargs: Any) -> Any:
+            if mode:
+                _spied[0] = True
+            return fn(mode, *args, **kwargs)
+
+        return wrapped
+
+    Tensor, forward_ad = torch.Tensor, torch.autograd.forward_ad
     torch.autograd.grad = spy(torch.autograd.grad)
     torch.autograd.backward = spy(torch.autograd.backward)
     Tensor.backward = spy(Tensor.backward)  # type: ignore[method-assign]
     Tensor.requires_grad_ = spy(Tensor.requires_grad_)  # type: ignore[method-assign]
     Tensor.retain_grad = spy(Tensor.retain_grad)  # type: ignore[method-assign]
-    torch.set_grad_enabled = spy(torch.set_grad_enabled)  # type: ignore[misc]
+    torch.set_grad_enabled = spy_enabling(torch.set_grad_enabled)  # type: ignore[misc]
     torch.enable_grad = spy(torch.enable_grad)  # type: ignore[misc]
+    # The gates under those: grad mode switched on directly, and forward-mode AD.
+    torch._C._set_grad_enabled = spy_enabling(torch._C._set_grad_enabled)
+    torch._C._enter_dual_level = spy(torch._C._enter_dual_level)
+    forward_ad.enter_dual_level = spy(forward_ad.enter_dual_level)
     return _spied
 
 
