@@ -11,7 +11,8 @@ autograd names it uses, the size literals it writes, a ``one_hot`` without ``num
 order in which :func:`diagnose` looks, for a failing step:
 
 1. nothing to grade: ``missing-cell``, ``timeout``, ``error`` (no result), ``not-implemented``;
-2. what blocks a pass whatever the values: ``uses-autograd``, ``in-place-mutation``;
+2. what blocks a pass whatever the values: ``uses-autograd``, ``tampering`` (frames, ``gc``,
+   ``ctypes`` or the grader's own modules), ``in-place-mutation``;
 3. the pattern over cases: right at every case with the lecture's sizes and wrong at another size
    is ``hard-coded-size``, as is a ``one_hot`` whose width depends on the batch;
 4. no tensor to compare: ``error`` (type and line of the exception), ``not-a-tensor``;
@@ -49,6 +50,7 @@ from .evidence import (
     reshape_match,
     shape_slip,
     size_literals,
+    tamper_names,
     transposed_match,
     wrong_rows,
 )
@@ -60,7 +62,7 @@ CODES: tuple[str, ...] = (
     *("missing-cell", "not-implemented", "error", "timeout", "not-a-tensor", "shape-mismatch"),
     *("dtype-mismatch", "uses-autograd", "hard-coded-size", "upstream-shortcut"),
     *("ignores-upstream", "missing-branch", "in-place-mutation", "sign-flip", "wrong-scale"),
-    *("transposed", "scatter-drops-duplicates", "wrong-value"),
+    *("transposed", "scatter-drops-duplicates", "wrong-value", "tampering"),
 )
 """Every code :func:`diagnose` gives. They are stable: reports and courses key on them."""
 
@@ -72,6 +74,8 @@ TEXT: dict[str, str] = {
     "with your code.",
     "uses-autograd": "Your code for {name} uses {used}: the point is to derive the gradient by "
     "hand with the chain rule, so no autograd in answers.",
+    "tampering": "Your code for {name} reaches into the interpreter or the grader ({used}) "
+    "instead of computing the gradient; an answer may only compute with the tensors it is given.",
     "in-place-mutation": "Your code for {name} changed {what} in place, so every later use sees "
     "the changed values. Start from a copy (`.clone()`) before adding to it with `+=`.",
     "one-hot": "`F.one_hot` without `num_classes` makes only as many columns as the largest "
@@ -240,6 +244,9 @@ def diagnose(ev: Evidence) -> list[Diagnosis]:
         out.append(
             _say(step, "uses-autograd", used=", ".join(f"`{n}`" for n in names) or "autograd")
         )
+    tampered = tamper_names(ev.code)
+    if tampered:
+        out.append(_say(step, "tampering", used=", ".join(f"`{n}`" for n in tampered)))
     known = set(ev.cases[0].graph) | set(step.upstream)  # names, not text from the worker
     mutated = sorted({m for a in ev.answers.values() for m in a.mutated if m in known})
     if mutated:

@@ -120,7 +120,7 @@ class Grader:
             problem=failure,
         )
         diagnoses = diagnose(ev)
-        blocking = {"uses-autograd", "in-place-mutation"}
+        blocking = {"uses-autograd", "tampering", "in-place-mutation"}
         passed = (
             bool(answers)
             and all(v.passed for v in verdicts)

@@ -335,6 +335,38 @@ def autograd_names(code: str) -> list[str]:
     return found
 
 
+TAMPER_NAMES = frozenset(
+    {
+        "autograder",
+        "_getframe",
+        "f_back",
+        "f_locals",
+        "f_globals",
+        "f_builtins",
+        "tb_frame",
+        "gc",
+        "inspect",
+        "ctypes",
+        "__closure__",
+        "__globals__",
+        "cell_contents",
+        "settrace",
+        "setprofile",
+        "_spied",
+    }
+)
+"""Names with which code reaches into the interpreter or the grader instead of computing."""
+
+
+def tamper_names(code: str) -> list[str]:
+    """Names of interpreter or grader internals the code mentions (comments, strings ignored)."""
+    found: list[str] = []
+    for tok in tokens(code):
+        if tok.type == tokenize.NAME and tok.string in TAMPER_NAMES and tok.string not in found:
+            found.append(tok.string)
+    return found
+
+
 def size_literals(code: str) -> list[int]:
     """Integer literals in the code that equal one of the lecture's sizes (see LECTURE_SIZES),
     exponents left out (``bnvar_inv**3`` is no size)."""

@@ -413,6 +413,14 @@ WRONG: tuple[Answer, ...] = (
     # -- dC
     _w("dC", "uses-autograd", "autograd's gradient pasted in", "dC = C.grad"),
     _w(
+        "dW2",
+        "tampering",
+        "the grader's own tensors fished out of the interpreter",
+        "import gc",
+        "dW2 = next(o for o in gc.get_objects() if isinstance(o, torch.Tensor)"
+        " and o.shape == W2.shape and o is not W2)",
+    ),
+    _w(
         "dC",
         "scatter-drops-duplicates",
         "an indexed += with repeated rows",

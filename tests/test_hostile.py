@@ -523,7 +523,7 @@ def test_computing_the_reference_from_the_graders_own_cases_is_reported_as_autog
     batch: Batch,
 ) -> None:
     step = batch.step("cheats", "dW2")
-    assert [d.code for d in step.diagnoses] == ["uses-autograd"]
+    assert [d.code for d in step.diagnoses] == ["uses-autograd", "tampering"]
     assert step.score == 0
 
 
