@@ -378,16 +378,24 @@ def answer_source(step: Step) -> str:
 
 
 def check_source(step: Step) -> str:
-    """The grade cell: the visible check, then the hidden test that calls the kit's engine."""
+    """The grade cell: the hidden test that calls the kit's engine, then the visible check.
+
+    The hidden test comes first so that, under nbgrader's stock ``Execute``, the step's grade
+    depends on its own answer only: if an earlier step was left unanswered, this step's answer
+    cell may have failed in the kernel and left its variable undefined; the hidden test has
+    graded the answer in isolation already, and the visible check then prints "not a tensor"
+    instead of raising a ``NameError`` that would zero the cell. Students never see this part.
+    """
     visible = f"cmp('{step.name}', {step.name}, {step.var})"
     if step.var == "C":
         visible += f"\ncmp_rows({step.name}, C, Xb)"
     return (
-        f"{visible}\n"
         "### BEGIN HIDDEN TESTS\n"
         "from autograder.incell import check_step\n"
         f'check_step("{step.name}", In[-2])\n'
-        "### END HIDDEN TESTS"
+        f'globals().setdefault("{step.name}", None)\n'
+        "### END HIDDEN TESTS\n"
+        f"{visible}"
     )
 
 

@@ -75,13 +75,14 @@ EXPECTED = {
     "di_allclose_patch": 26.0,
     "ed_cells_deleted": 25.0,
     "flo_not_a_notebook": 0.0,
+    "gus_skipped_dprobs": 25.0,
 }
 """Each student's submission is named for what it holds; the score both graders must give."""
 
 ROSTER = ("ada_right", "ben_untouched", "cy_scatter_bug", "di_allclose_patch")
 """The students added with `nbgrader db student add` before grading."""
 
-STOCK_STUDENTS = ("ada_right", "cy_scatter_bug")
+STOCK_STUDENTS = ("ada_right", "cy_scatter_bug", "gus_skipped_dprobs")
 """Graded a second time with stock Execute (a kernel each: kept few)."""
 
 
@@ -95,6 +96,9 @@ def submissions() -> dict[str, NotebookNode | str]:
         # the dC answer cell and the db1 grade cell deleted (by editing the notebook's JSON)
         "ed_cells_deleted": without_cells(filled(), {"dC", "test_db1"}),
         "flo_not_a_notebook": "this is not a notebook\n",
+        # dprobs left as released: in a kernel, every later answer that reads it fails too, but
+        # each step is graded on its own answer, so only dprobs is lost, under either grader
+        "gus_skipped_dprobs": filled({"dprobs": "# YOUR CODE HERE\nraise NotImplementedError()"}),
     }
 
 
@@ -284,16 +288,26 @@ def test_stock_execute_gives_the_same_scores_step_by_step(kit: Run, stock: Run) 
 def test_stock_execute_really_ran_the_notebook_in_a_kernel(stock: Run) -> None:
     nb = stock.autograded("cy_scatter_bug")
     dc = grade_cell(nb, "test_dC")
-    assert "approximate: False" in stdout(dc)  # the visible check ran
     assert f"dC: failed (0/1, hidden cases, seed {SEED})" in stdout(dc)  # check_step ran
     assert not any(RESULT_MIME in o.get("data", {}) for o in dc.outputs)
+    db1 = stdout(grade_cell(nb, "test_db1"))
+    assert "db1: passed" in db1 and "approximate: True" in db1  # then the visible check
+
+
+def test_with_stock_execute_a_skipped_step_costs_only_itself(stock: Run) -> None:
+    nb = stock.autograded("gus_skipped_dprobs")
+    # dprobs and every later answer cell failed in the kernel (dlogprobs is there, dprobs not);
+    # the hidden test grades each answer on its own, then the visible check finds no tensor
+    after = stdout(grade_cell(nb, "test_dcounts_sum_inv"))
+    assert "dcounts_sum_inv: passed" in after and "not a tensor" in after
+    assert stock.step_scores("gus_skipped_dprobs")["dprobs"] == 0.0
 
 
 def test_with_stock_execute_a_scratch_cell_before_a_check_changes_nothing(stock: Run) -> None:
     nb = stock.autograded("cy_scatter_bug")
     scratch = next(c for c in nb.cells if c.source == SCRATCH)
     assert "torch.Size" in stdout(scratch)  # it ran just before test_dh, as In[-2]
-    assert stdout(grade_cell(nb, "test_dh")).startswith("dh ")  # the visible check
+    assert "\ndh " in stdout(grade_cell(nb, "test_dh"))  # the visible check, after the verdict
     assert "dh: passed (1/1" in stdout(grade_cell(nb, "test_dh"))
     assert stock.step_scores("cy_scatter_bug")["dh"] == 1.0
 

@@ -164,12 +164,15 @@ def test_source_answer_cells_are_the_steps_in_catalog_order_each_followed_by_its
             "grade_id": step.test_id,
             "schema_version": 3,
         }
-        assert check.source.startswith(f"cmp('{step.name}', {step.name}, {step.var})\n")
-        assert check.source.endswith(
+        # the hidden test first, so that under stock Execute a NameError in the visible check
+        # (an earlier step left unanswered) cannot zero a step whose own answer is right
+        assert check.source.startswith(
             "### BEGIN HIDDEN TESTS\n"
             "from autograder.incell import check_step\n"
             f'check_step("{step.name}", In[-2])\n'
-            "### END HIDDEN TESTS"
+            f'globals().setdefault("{step.name}", None)\n'
+            "### END HIDDEN TESTS\n"
+            f"cmp('{step.name}', {step.name}, {step.var})"
         )
 
         explanation = nb.cells[nb.cells.index(answer) - 1]
