@@ -1,9 +1,13 @@
 """The hidden tests of the source notebook: grade one step from inside a Jupyter kernel.
 
-Each grade cell of the source notebook ends with::
+Each grade cell of the source notebook starts with::
 
     from autograder.incell import check_step
     check_step("dcounts", In[-2])
+    globals().setdefault("dcounts", None)
+
+before its visible check (the last line lets that check print "not a tensor" when the answer cell
+failed in the kernel, rather than raise a ``NameError`` that would zero a step graded right).
 
 ``In[-2]`` is the code of the previous executed cell, the student's answer cell. The answer is
 graded exactly as ``backprop-ninja grade`` grades it (same engine, same sandboxed worker, never
