@@ -46,7 +46,10 @@ class Case:
     upstream: dict[str, torch.Tensor]  # gradient name -> float32 tensor, for every variable
     graph64: Tensors = field(init=False)
     exact: dict[str, torch.Tensor] = field(default_factory=dict)  # autograd's float32 gradients
+    # Caches, filled in the grader only (sandboxes fork from a copy made before any of this).
     _branches: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict, init=False)
+    _references: dict[str, torch.Tensor] = field(default_factory=dict, init=False)
+    _scales: dict[str, float] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self.graph64 = to_float64(self.graph)
@@ -58,9 +61,11 @@ class Case:
         return self._branches[step.name]
 
     def reference(self, step: Step) -> torch.Tensor:
-        """The float64 reference gradient of ``step`` for this case."""
-        terms = list(self.branches(step).values())
-        return torch.stack(terms).sum(0) if len(terms) > 1 else terms[0]
+        """The float64 reference gradient of ``step`` for this case (cached)."""
+        if step.name not in self._references:
+            terms = list(self.branches(step).values())
+            self._references[step.name] = torch.stack(terms).sum(0) if len(terms) > 1 else terms[0]
+        return self._references[step.name]
 
     def inputs(self, step: Step) -> dict[str, Any]:
         """What a step's code may read: sizes, data, parameters, forward tensors and the upstream
@@ -74,10 +79,13 @@ class Case:
     def scale(self, step: Step) -> float:
         """The magnitude tolerances are relative to: the larger of the reference's and the
         upstream gradients' largest absolute values (true gradients of logit_maxes and b1 are ~0,
-        so the reference alone would leave only float32 rounding to compare)."""
-        mags = [float(self.reference(step).abs().max())]
-        mags += [float(self.upstream[u].abs().max()) for u in step.upstream]
-        return max(*mags, 1e-12)
+        so the reference alone would leave only float32 rounding to compare). Cached: it is
+        asked for every case of every step of every submission."""
+        if step.name not in self._scales:
+            mags = [float(self.reference(step).abs().max())]
+            mags += [float(self.upstream[u].abs().max()) for u in step.upstream]
+            self._scales[step.name] = max(*mags, 1e-12)
+        return self._scales[step.name]
 
     def row_uses(self) -> torch.Tensor:
         """How often the batch uses each row of C: ``(vocab_size,)`` counts."""

@@ -29,7 +29,7 @@ from .cases import Case, build_cases
 from .catalog import BY_NAME, STEPS, Step, total_points
 from .diagnose import Evidence, diagnose, wrong_rows
 from .pool import ForkServer, Job
-from .results import CaseResult, Diagnosis, RowReport, RunResult, StepResult, SubmissionResult
+from .results import CaseResult, RowReport, RunResult, StepResult, SubmissionResult
 from .sandbox import Limits, Outcome
 from .submission import Submission, SubmissionError, is_stub, load_submission
 from .worker import Answer, PayloadError, parse_payload, run_answer
@@ -164,14 +164,6 @@ class Grader:
     def _make_task(self, name: str, code: str) -> Callable[[], bytes]:
         return self.task(BY_NAME[name], code)
 
-    def grade_answers(
-        self, answers: Mapping[str, str], problems: Mapping[str, str] | None = None
-    ) -> list[StepResult]:
-        """Grade one submission's answer code (step name -> code), every step in catalog order;
-        a step without code is judged from ``problems`` (why it is missing)."""
-        [(_, results)] = list(self._iter_grade({0: answers}, {0: problems or {}}))
-        return [results[s.name] for s in STEPS]
-
     def grade_code(self, step: Step, code: str) -> StepResult:
         """Grade one answer of one step (the in-notebook hidden tests use this)."""
         [(_, results)] = list(self._iter_grade({0: {step.name: code}}, {0: {}}, only=step))
@@ -254,9 +246,4 @@ class Grader:
         self._finalizer()
 
 
-def diagnosis_text(step: StepResult) -> str:
-    """The diagnoses of a step as the one or two sentences shown to a student."""
-    return " ".join(d.message for d in step.diagnoses)
-
-
-__all__ = ["RTOL", "Diagnosis", "Grader", "compare", "diagnosis_text"]
+__all__ = ["RTOL", "Grader", "compare"]

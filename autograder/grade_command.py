@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from . import __version__
 from .catalog import STEPS
 from .results import RunResult, SubmissionResult, run_from_json, write_json
 from .sandbox import Limits
@@ -115,7 +116,7 @@ def grade_command(args: argparse.Namespace) -> int:
         err.print(f"resuming: {len(done)} already graded, {len(paths)} to go")
 
     grader = Grader(seed=seed, limits=Limits(wall_seconds=args.timeout), jobs=args.jobs)
-    run = RunResult(seed=grader.seed, submissions=list(done), version=_version())
+    run = RunResult(seed=grader.seed, submissions=list(done), version=__version__)
     last_flush = time.monotonic()
 
     def flush() -> None:
@@ -156,9 +157,3 @@ def grade_command(args: argparse.Namespace) -> int:
     )
     sys.stdout.flush()
     return 0
-
-
-def _version() -> str:
-    from . import __version__
-
-    return __version__

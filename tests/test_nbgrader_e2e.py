@@ -30,38 +30,21 @@ from autograder.authoring import ASSIGNMENT, NOTEBOOK
 from autograder.catalog import STEPS, total_points
 from autograder.nbgrader_grade import RESULT_MIME
 
-try:
-    from tests.nbgrader_course import (
-        ALLCLOSE_PATCH,
-        REPO_ROOT,
-        SCATTER_BUG,
-        SCRATCH,
-        filled,
-        grade_id,
-        released,
-        run_nbgrader,
-        stock_execute_option,
-        submit,
-        with_cell_after,
-        with_extra_cell,
-        without_cells,
-    )
-except ImportError:  # tests/ is not a package: pytest put it on sys.path itself
-    from nbgrader_course import (  # type: ignore[no-redef]
-        ALLCLOSE_PATCH,
-        REPO_ROOT,
-        SCATTER_BUG,
-        SCRATCH,
-        filled,
-        grade_id,
-        released,
-        run_nbgrader,
-        stock_execute_option,
-        submit,
-        with_cell_after,
-        with_extra_cell,
-        without_cells,
-    )
+from .nbgrader_course import (
+    ALLCLOSE_PATCH,
+    REPO_ROOT,
+    SCATTER_BUG,
+    SCRATCH,
+    filled,
+    grade_id,
+    released,
+    run_nbgrader,
+    stock_execute_option,
+    submit,
+    with_cell_after,
+    with_extra_cell,
+    without_cells,
+)
 
 pytestmark = pytest.mark.slow
 

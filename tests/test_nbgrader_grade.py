@@ -21,28 +21,16 @@ from autograder.catalog import STEPS
 from autograder.nbgrader_feedback import PAGE_CELL_ID, EmbedKitFeedback, HideTestCode
 from autograder.nbgrader_grade import RESULT_MIME, SEED_ENV, GradeWithKit
 
-try:
-    from tests.nbgrader_course import (
-        ALLCLOSE_PATCH,
-        REPO_ROOT,
-        SCATTER_BUG,
-        filled,
-        grade_id,
-        released,
-        with_extra_cell,
-        without_cells,
-    )
-except ImportError:  # tests/ is not a package: pytest put it on sys.path itself
-    from nbgrader_course import (  # type: ignore[no-redef]
-        ALLCLOSE_PATCH,
-        REPO_ROOT,
-        SCATTER_BUG,
-        filled,
-        grade_id,
-        released,
-        with_extra_cell,
-        without_cells,
-    )
+from .nbgrader_course import (
+    ALLCLOSE_PATCH,
+    REPO_ROOT,
+    SCATTER_BUG,
+    filled,
+    grade_id,
+    released,
+    with_extra_cell,
+    without_cells,
+)
 
 SEED = 4242
 RESOURCES = ResourcesDict(
