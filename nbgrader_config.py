@@ -3,7 +3,7 @@
     nbgrader generate_assignment backprop_ninja --force   # source/ -> exercises/
     nbgrader generate_solution backprop_ninja --force     # source/ -> solutions/
 
-`backprop-ninja build` regenerates source/ from the step catalog and runs both commands.
+`backprop-ninja build` regenerates source/ from the exercises and runs both commands.
 
     nbgrader autograde backprop_ninja                     # submitted/ -> autograded/, gradebook
     nbgrader generate_feedback backprop_ninja             # autograded/ -> feedback/
@@ -16,14 +16,18 @@ from nbgrader.preprocessors import (
     ClearHiddenTests,
     ClearMarkScheme,
     ClearOutput,
+    ComputeChecksums,
     GetGrades,
     IgnorePattern,
     IncludeHeaderFooter,
+    InstantiateTests,
     LimitOutput,
     LockCells,
     SaveAutoGrades,
+    SaveCells,
 )
 
+from autograder.course.stubs import StepStubs
 from autograder.nbgrader_feedback import EmbedKitFeedback, HideTestCode
 from autograder.nbgrader_grade import GradeWithKit
 
@@ -33,6 +37,23 @@ c.CourseDirectory.course_id = "backprop-ninja"
 c.CourseDirectory.source_directory = "source"
 c.CourseDirectory.release_directory = "exercises"
 c.CourseDirectory.solution_directory = "solutions"
+
+# The released notebook: nbgrader's list with the kit's StepStubs in place of ClearSolutions, so
+# an unanswered cell says which step it is ("dlogprobs: replace this line with your code").
+c.GenerateAssignment.preprocessors = [
+    IncludeHeaderFooter,
+    InstantiateTests,
+    LockCells,
+    StepStubs,
+    ClearOutput,
+    CheckCellMetadata,
+    ComputeChecksums,
+    SaveCells,
+    ClearHiddenTests,
+    ClearMarkScheme,
+    ComputeChecksums,
+    CheckCellMetadata,
+]
 
 # The solution notebook keeps the model answers and the visible checks, but not the hidden tests
 # (they call the grading kit, which a student's machine does not have) and no outputs, so it is
@@ -48,7 +69,8 @@ c.GenerateSolution.preprocessors = [
 # Autograde: nbgrader's own list with the kit's GradeWithKit in place of Execute. No kernel is
 # started: each answer cell runs only in the kit's sandboxed workers, and each grade cell gets the
 # step's verdict and diagnoses as text and its points as the partial credit. Options:
-# c.GradeWithKit.seed (default: $BACKPROP_NINJA_SEED, else drawn per run), .timeout, .jobs.
+# c.GradeWithKit.seed (default: $BACKPROP_NINJA_SEED, else drawn per run), .timeout, .jobs,
+# .sandbox.
 c.Autograde.autograde_preprocessors = [
     GradeWithKit,
     IgnorePattern,

@@ -1,8 +1,9 @@
 """pytest entry: ``pytest --pyargs autograder --submission PATH`` grades one notebook.
 
-The hidden suite (:mod:`autograder.test_submission`) has one test per step, ``test_step[dC]``
-and so on, each failing with the step's diagnosis. The plugin is registered through the
-``pytest11`` entry point, so the options exist wherever the kit is installed.
+The hidden suite (:mod:`autograder.test_submission`) has one test per step of the notebook's
+exercise, ``test_step[dC]`` and so on, each failing with the step's diagnosis. The plugin is
+registered through the ``pytest11`` entry point, so the options exist wherever the kit is
+installed.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .results import SubmissionResult
+from .grading.results import SubmissionResult
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -40,19 +41,38 @@ def graded(config: pytest.Config) -> tuple[int, SubmissionResult]:
     if path is None:
         raise pytest.UsageError("the backprop-ninja suite needs --submission PATH (a notebook)")
     if path not in _graded:
-        from .engine import Grader
+        from .grading.engine import Grader
 
         grader = Grader(seed=config.getoption("bn_seed"))
-        run = grader.run([path])
+        try:
+            run = grader.run([path])
+        finally:
+            grader.close()
         _graded[path] = (grader.seed, run.submissions[0])
     return _graded[path]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``test_step`` of the hidden suite: one test per step of the submission's exercise."""
+    if "step" not in metafunc.fixturenames or metafunc.module.__name__ != (
+        "autograder.test_submission"
+    ):
+        return
+    from .exercises import DEFAULT, EXERCISES
+
+    ex = DEFAULT
+    if metafunc.config.getoption("submission") is not None:
+        ex = EXERCISES.get(graded(metafunc.config)[1].exercise, DEFAULT)
+    metafunc.parametrize("step", [s.name for s in ex.steps])
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
     if config.getoption("submission") is None:
         return None
     seed, sub = graded(config)
-    return f"backprop-ninja: {sub.path}, seed {seed} (replay with --bn-seed {seed})"
+    return (
+        f"backprop-ninja: {sub.path} ({sub.exercise}), seed {seed} (replay with --bn-seed {seed})"
+    )
 
 
 @pytest.fixture(scope="session")

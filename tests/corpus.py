@@ -1,7 +1,7 @@
-"""A corpus of answers to the 26 steps: slips students really make, and correct spellings.
+"""A corpus of answers to Exercise 1's 26 steps: slips students really make, correct spellings.
 
 ``WRONG`` holds wrong answers, each with the diagnosis code it must get first; ``RIGHT`` holds
-correct answers written differently from :data:`autograder.solutions.SOLUTIONS` (at least two per
+correct answers written differently from the model answers (``Step.answer``; at least two per
 step), which must pass with no diagnosis at all; ``NOTED`` holds answers that pass but carry a
 note (a float64 gradient: ``dtype-mismatch``). Every answer reads only what the grader gives its
 step: the forward tensors, the sizes, ``torch``, ``F`` and the step's upstream gradients.
@@ -9,15 +9,11 @@ step: the forward tensors, the sizes, ``torch``, ``F`` and the step's upstream g
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
-from autograder.catalog import step as catalog_step
-from autograder.engine import Grader
-from autograder.results import StepResult
-
-SEED = 20240229
-"""The seed of the hidden cases the corpus is graded under (its verdicts hold for any seed)."""
+from autograder.exercises import DEFAULT
+from autograder.grading.engine import Grader
+from autograder.grading.results import StepResult
 
 
 @dataclass(frozen=True)
@@ -572,13 +568,11 @@ NOTED: tuple[Answer, ...] = (
 """Correct answers that pass with a note: the code of their only diagnosis."""
 
 
-@functools.cache
-def grader() -> Grader:
-    """The one Grader of a test session (building it costs the cases and the lecture graph)."""
-    return Grader(seed=SEED)
+ALL: tuple[Answer, ...] = WRONG + RIGHT + NOTED
+"""Every answer of the corpus."""
 
 
-@functools.cache
-def grade(step: str, code: str) -> StepResult:
-    """Grade one answer in a sandboxed worker, once per session (tests share the results)."""
-    return grader().grade_code(catalog_step(step), code)
+def grade_all(grader: Grader) -> dict[tuple[str, str], StepResult]:
+    """Every answer of the corpus graded at once (one submission each), by (step, code)."""
+    results = grader.grade_codes([(DEFAULT, DEFAULT.step(a.step), a.code) for a in ALL])
+    return {(a.step, a.code): r for a, r in zip(ALL, results, strict=True)}

@@ -1,4 +1,4 @@
-"""Building submission notebooks for tests: the nbgrader cell layout, any answers."""
+"""Building submission notebooks for tests: the nbgrader cell layout of an exercise, any answers."""
 
 from __future__ import annotations
 
@@ -6,11 +6,15 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.catalog import STEPS
-from autograder.solutions import SOLUTIONS
+from autograder.exercises import DEFAULT, Exercise
+from autograder.grading.submission import METADATA_KEY
 
 SCATTER_BUG_CODE = "dC = torch.zeros_like(C)\ndC[Xb] += demb"
-STUB = "# YOUR CODE HERE\nraise NotImplementedError()"
+
+
+def stub(name: str) -> str:
+    """An answer cell as released."""
+    return f'# YOUR CODE HERE\nraise NotImplementedError("{name}: replace this line with your code")'
 
 
 def make_notebook(
@@ -18,16 +22,17 @@ def make_notebook(
     answers: dict[str, str] | None = None,
     default: str = "solution",
     extra_cells: list[str] | None = None,
+    exercise: Exercise = DEFAULT,
 ) -> Path:
     """Write a notebook with one answer cell (grade_id = step name) and one grade cell per step.
 
-    ``answers`` overrides single steps; other steps get the model solution (``default="solution"``)
+    ``answers`` overrides single steps; other steps get the model answer (``default="solution"``)
     or the released stub (``default="stub"``).
     """
     answers = answers or {}
     cells = [nbformat.v4.new_code_cell(c) for c in (extra_cells or [])]
-    for s in STEPS:
-        code = answers.get(s.name, SOLUTIONS[s.name] if default == "solution" else STUB)
+    for s in exercise.steps:
+        code = answers.get(s.name, s.answer if default == "solution" else stub(s.name))
         cell = nbformat.v4.new_code_cell(code)
         cell.metadata["nbgrader"] = {
             "grade": False,
@@ -36,7 +41,7 @@ def make_notebook(
             "grade_id": s.name,
             "schema_version": 3,
         }
-        test = nbformat.v4.new_code_cell(f"cmp('{s.name}', {s.name}, {s.var})")
+        test = nbformat.v4.new_code_cell(f"CHECKS.check('{s.name}')")
         test.metadata["nbgrader"] = {
             "grade": True,
             "solution": False,
@@ -47,6 +52,7 @@ def make_notebook(
         }
         cells += [cell, test]
     nb = nbformat.v4.new_notebook(cells=cells)
+    nb.metadata[METADATA_KEY] = {"exercise": exercise.id}
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, str(path))
     return path

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from PIL import Image, ImageStat
 
-from autograder import report
+from autograder.reports import report
 
 from .test_report import mixed_run
 

@@ -1,4 +1,8 @@
-"""``backprop-ninja grade`` from a shell: tables, JSON, Gradescope, exit codes, resume."""
+"""``backprop-ninja grade``: tables, JSON, Gradescope, exit codes, resume, shards.
+
+The command runs in-process (its ``main``), as a shell would call it but without starting an
+interpreter each time; one smoke test runs it as a real subprocess.
+"""
 
 from __future__ import annotations
 
@@ -8,93 +12,109 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from autograder.cli import main
+from autograder.cli.grade import batch_table, shard_of, step_table
+from autograder.grading.engine import Grader
+from autograder.integrations.gradescope import gradescope_json
+
 from .notebooks import SCATTER_BUG_CODE, make_notebook
 
-CLI = [sys.executable, "-m", "autograder.cli"]
 
-
-def grade(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, COLUMNS="200")
-    return subprocess.run(
-        [*CLI, "grade", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        timeout=300,
-    )
+def grade(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
+    """``backprop-ninja grade ARGS`` in-process: (exit status, stdout, stderr)."""
+    code = main(["grade", "--jobs", "1", *map(str, args)])
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
 def test_grading_one_notebook_prints_a_table_and_exits_zero_whatever_the_score(
-    tmp_path: Path,
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
     nb = make_notebook(tmp_path / "student.ipynb", {"dC": SCATTER_BUG_CODE})
-    r = grade(nb, "--seed", "7")
-    assert r.returncode == 0, r.stderr
-    assert "25/26" in r.stdout
-    assert "scatter-drops-duplicates" in r.stdout
-    assert "seed 7" in r.stdout
+    code, out, err = grade(capsys, nb, "--seed", "7")
+    assert code == 0, err
+    assert "25/26" in out
+    assert "scatter-drops-duplicates" in out
+    assert "seed 7" in out
+    assert max(len(line) for line in out.splitlines()) <= 80  # fits an 80-column terminal
 
 
-def test_json_output_has_the_documented_fields(tmp_path: Path) -> None:
+def test_json_and_gradescope_output_have_the_documented_fields(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     make_notebook(tmp_path / "class" / "a.ipynb")
     make_notebook(tmp_path / "class" / "b.ipynb", default="stub")
     out = tmp_path / "results.json"
-    r = grade(tmp_path / "class", "--json", out, "--seed", "3", "--jobs", "2")
-    assert r.returncode == 0, r.stderr
+    code, _, err = grade(capsys, tmp_path / "class", "--json", out, "--seed", "3")
+    assert code == 0, err
     data = json.loads(out.read_text())
     assert data["seed"] == 3
     subs = {Path(s["path"]).name: s for s in data["submissions"]}
     assert set(subs) == {"a.ipynb", "b.ipynb"}
     assert subs["a.ipynb"]["score"] == 26 and subs["b.ipynb"]["score"] == 0
     for sub in subs.values():
-        assert {"path", "score", "max_score", "error", "steps"} <= set(sub)
+        assert {"path", "exercise", "score", "max_score", "error", "steps"} <= set(sub)
+        assert sub["exercise"] == "backprop_ninja"
         assert len(sub["steps"]) == 26
         for s in sub["steps"]:
-            assert {
-                "step",
-                "passed",
-                "score",
-                "max_score",
-                "diagnoses",
-                "maxdiff",
-                "exact",
-                "shape",
-                "dtype",
-            } <= set(s)
+            assert {"step", "passed", "score", "max_score", "diagnoses", "maxdiff"} <= set(s)
+            assert {"exact", "shape", "dtype", "cases", "where"} <= set(s)
             for d in s["diagnoses"]:
                 assert set(d) == {"code", "message"}
     assert not list(tmp_path.glob(".results.json.*"))  # no temporary file left behind
 
 
-def test_gradescope_results_have_one_test_per_step(tmp_path: Path) -> None:
+def test_gradescope_results_have_one_test_per_step(grader: Grader, tmp_path: Path) -> None:
     nb = make_notebook(tmp_path / "s.ipynb", {"db2": "db2 = dlogits.sum(0, keepdim=True)"})
-    out = tmp_path / "results.json"
-    r = grade(nb, "--gradescope", out)
-    assert r.returncode == 0, r.stderr
-    data = json.loads(out.read_text())
+    data = gradescope_json(grader.run([nb]).submissions[0])
     assert data["score"] == 25
     assert [t["name"] for t in data["tests"]][:2] == ["dlogprobs", "dprobs"]
     db2 = next(t for t in data["tests"] if t["name"] == "db2")
     assert db2["score"] == 0 and db2["status"] == "failed" and "shape" in db2["output"]
+    json.dumps(data, allow_nan=False)
 
 
-def test_a_missing_path_is_an_error(tmp_path: Path) -> None:
-    r = grade(tmp_path / "nope.ipynb")
-    assert r.returncode != 0
-    assert "no such file" in r.stderr
+def test_tables_show_every_step_and_sort_the_class_by_score_then_name(
+    grader: Grader, tmp_path: Path
+) -> None:
+    from rich.console import Console
+
+    paths = [
+        make_notebook(tmp_path / "b.ipynb"),
+        make_notebook(tmp_path / "a.ipynb", {"dh": "dh = dlogits @ W2"}),
+        make_notebook(tmp_path / "c.ipynb"),
+    ]
+    run = grader.run(paths)
+    console = Console(width=80, record=True)
+    console.print(batch_table(run.submissions))
+    console.print(step_table(next(s for s in run.submissions if s.score < 26)))
+    text = console.export_text()
+    order = [n for n in ("b.ipynb", "c.ipynb", "a.ipynb") if n in text]
+    assert [text.index(n) for n in order] == sorted(text.index(n) for n in order)
+    assert "dh" in text and max(len(line) for line in text.splitlines()) <= 80
 
 
-def test_resume_grades_only_what_is_missing(tmp_path: Path) -> None:
+def test_a_missing_path_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = grade(capsys, tmp_path / "nope.ipynb")
+    assert code != 0
+    assert "no such file" in err
+
+
+def test_resume_grades_only_what_is_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     folder = tmp_path / "class"
     make_notebook(folder / "a.ipynb")
     out = tmp_path / "results.json"
-    assert grade(folder, "--json", out).returncode == 0
+    assert grade(capsys, folder, "--json", out, "--seed", "4")[0] == 0
     first = json.loads(out.read_text())
     make_notebook(folder / "b.ipynb", {"dh": "dh = dlogits @ W2"})
-    r = grade(folder, "--json", out, "--resume")
-    assert r.returncode == 0, r.stderr
-    assert "1 already graded, 1 to go" in r.stderr
+    code, _, err = grade(capsys, folder, "--json", out, "--resume")
+    assert code == 0, err
+    assert "1 already graded, 1 to go" in err
     second = json.loads(out.read_text())
     assert second["seed"] == first["seed"]
     assert second["submissions"][0] == first["submissions"][0]
@@ -102,3 +122,26 @@ def test_resume_grades_only_what_is_missing(tmp_path: Path) -> None:
         "a.ipynb": 26,
         "b.ipynb": 25,
     }
+
+
+def test_shards_are_disjoint_cover_the_class_and_are_the_same_everywhere(tmp_path: Path) -> None:
+    paths = [tmp_path / f"{name}.ipynb" for name in "qwertyuiopasdfg"]
+    parts = [shard_of(list(reversed(paths)), k, 4) for k in range(1, 5)]
+    assert sorted(p for part in parts for p in part) == sorted(paths)
+    assert sum(len(part) for part in parts) == len(paths)
+    assert parts == [shard_of(paths, k, 4) for k in range(1, 5)]
+
+
+def test_the_command_runs_as_a_program(tmp_path: Path) -> None:
+    """Smoke test: the installed entry, a real interpreter, a real sandbox."""
+    nb = make_notebook(tmp_path / "student.ipynb")
+    env = dict(os.environ, COLUMNS="120")
+    r = subprocess.run(
+        [sys.executable, "-m", "autograder", "grade", str(nb), "--seed", "2", "--jobs", "1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "26/26" in r.stdout and "seed 2" in r.stdout

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from autograder.dataset import (
+from autograder.core.model import load_lecture_batch
+from autograder.dataset.makemore import (
+    FIXTURE,
     Splits,
     build_dataset,
     lecture_batch,
@@ -16,7 +18,7 @@ from autograder.dataset import (
     read_words,
     write_lecture_fixture,
 )
-from autograder.model import LECTURE_BATCH, LECTURE_SEED, load_lecture_batch
+from autograder.exercises.mlp import LECTURE_SEED
 
 
 @pytest.fixture(scope="module")
@@ -63,4 +65,4 @@ def test_the_committed_lecture_batch_is_reproduced_from_names_txt(
 
     out = tmp_path / "lecture_batch.json"
     write_lecture_fixture(names_txt, out)
-    assert json.loads(out.read_text()) == json.loads(LECTURE_BATCH.read_text())
+    assert json.loads(out.read_text()) == json.loads(FIXTURE.read_text())

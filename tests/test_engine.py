@@ -1,4 +1,5 @@
-"""The engine grades each step in isolation, under every hidden case, reproducibly."""
+"""The engine grades each step in isolation, under every hidden case, reproducibly, and grades each
+distinct answer once."""
 
 from __future__ import annotations
 
@@ -7,71 +8,33 @@ from pathlib import Path
 
 import nbformat
 import pytest
-import torch
 
-from autograder.cases import build_cases
-from autograder.catalog import FORWARD, STEPS, step, total_points
-from autograder.engine import Grader
-from autograder.model import OPS, lecture_graph, true_gradients
-from autograder.solutions import SOLUTIONS
+from autograder.exercises import DEFAULT
+from autograder.grading.engine import Grader, normalise, translate_line
+from autograder.grading.results import dumps
 
+from .conftest import LIMITS
 from .notebooks import SCATTER_BUG_CODE as SCATTER_BUG
 from .notebooks import make_notebook
 
-
-@pytest.fixture(scope="module")
-def grader() -> Grader:
-    return Grader(seed=1234)
+EX = DEFAULT
 
 
-def test_catalog_lines_are_the_model_ops() -> None:
-    graph = lecture_graph()
-    ns = {k: graph[k] for k in ("n", "Xb", "Yb", "C", "W1", "b1", "W2", "b2", "bngain", "bnbias")}
-    ns["torch"] = torch
-    for var, line in FORWARD:
-        exec(line, ns)  # trusted: the kit's own catalog
-        assert torch.equal(ns[var], OPS[var](graph)), var
-
-
-def test_catalog_consumers_are_the_lines_that_read_each_variable() -> None:
-    import re
-
-    for s in STEPS:
-        readers = tuple(
-            var for var, line in FORWARD if re.search(rf"\b{s.var}\b", line.split("=", 1)[1])
-        )
-        assert set(readers) == set(s.consumers), s.name
-
-
-def test_references_equal_autograd_on_the_lecture_case() -> None:
-    lecture = build_cases(0)[0]
-    true = true_gradients(lecture_graph())
-    for s in STEPS:
-        ref = lecture.reference(s)
-        assert ref.shape == true[s.name].shape
-        assert torch.allclose(ref, true[s.name].double(), atol=1e-6), s.name
-
-
-def test_hidden_sizes_are_distinct_and_not_powers_of_two() -> None:
-    for case in build_cases(0)[2:]:
-        sizes = list(case.config.as_dict().values())
-        assert len(set(sizes)) == len(sizes)
-        assert all(v & (v - 1) for v in sizes), case.name
-
-
-def test_the_model_solution_passes_every_step_under_every_case(grader: Grader) -> None:
-    for s in STEPS:
-        r = grader.grade_code(s, SOLUTIONS[s.name])
+def test_the_model_answer_passes_every_step_under_every_case(grader: Grader) -> None:
+    results = grader.grade_codes([(EX, s, s.answer) for s in EX.steps])
+    for s, r in zip(EX.steps, results, strict=True):
         assert r.passed, (s.name, r.diagnoses)
-        assert [c.passed for c in r.cases] == [True] * len(grader.cases)
+        assert [c.passed for c in r.cases] == [True] * len(EX.cases)
         assert r.diagnoses == []
         assert r.shape == r.expected_shape
 
 
-def test_released_notebook_scores_zero_with_not_implemented(grader: Grader, tmp_path: Path) -> None:
+def test_released_notebook_scores_zero_with_not_implemented(
+    grader: Grader, tmp_path: Path
+) -> None:
     sub = grader.run([make_notebook(tmp_path / "released.ipynb", default="stub")]).submissions[0]
-    assert sub.score == 0 and sub.max_score == total_points() == 26
-    assert sub.error is None
+    assert sub.score == 0 and sub.max_score == EX.total_points == 26
+    assert sub.error is None and sub.exercise == EX.id
     assert {d.code for s in sub.steps for d in s.diagnoses} == {"not-implemented"}
 
 
@@ -85,7 +48,7 @@ def test_one_wrong_step_costs_only_that_step(grader: Grader, tmp_path: Path) -> 
 
 
 def test_scatter_with_fancy_index_is_flagged_on_repeated_rows(grader: Grader) -> None:
-    r = grader.grade_code(step("dC"), SCATTER_BUG)
+    r = grader.grade_code(EX, EX.step("dC"), SCATTER_BUG)
     assert not r.passed
     assert [d.code for d in r.diagnoses] == ["scatter-drops-duplicates"]
     assert r.rows is not None and r.rows.wrong
@@ -99,14 +62,14 @@ def test_true_zero_gradients_are_checked_with_random_upstream(grader: Grader) ->
         ("dlogit_maxes", "dlogit_maxes = dnorm_logits.sum(1, keepdim=True)"),
         ("db1", "db1 = torch.zeros_like(b1)"),
     ]:
-        r = grader.grade_code(step(name), code)
+        r = grader.grade_code(EX, EX.step(name), code)
         assert not r.passed, name
         assert r.cases[0].passed  # right at the true gradient, which is ~0 ...
         assert not all(c.passed for c in r.cases[1:])  # ... and caught by the others
 
 
 def test_autograd_is_reported_from_the_source_and_at_run_time(grader: Grader) -> None:
-    pasted = grader.grade_code(step("dC"), "dC = C.grad")
+    pasted = grader.grade_code(EX, EX.step("dC"), "dC = C.grad")
     assert "uses-autograd" in [d.code for d in pasted.diagnoses]
     hidden = (
         "ag = getattr(torch, 'auto' + 'grad')\n"
@@ -114,7 +77,7 @@ def test_autograd_is_reported_from_the_source_and_at_run_time(grader: Grader) ->
         "y = x.log()\n"
         "dprobs, = ag.grad(y, x, dlogprobs)"
     )
-    r = grader.grade_code(step("dprobs"), hidden)
+    r = grader.grade_code(EX, EX.step("dprobs"), hidden)
     assert not r.passed
     assert "uses-autograd" in [d.code for d in r.diagnoses]
 
@@ -123,18 +86,22 @@ def test_a_run_is_reproducible_from_its_seed(tmp_path: Path) -> None:
     nb = make_notebook(
         tmp_path / "wrong.ipynb", {"dbndiff2": "dbndiff2 = (1.0/n)*torch.ones_like(bndiff2)*dbnvar"}
     )
-    a = Grader(seed=99).run([nb]).to_json()
-    b = Grader(seed=99).run([nb]).to_json()
-    c = Grader(seed=100).run([nb]).to_json()
 
-    def values(run: dict) -> list:
+    def values(seed: int) -> list:
+        g = Grader(seed=seed, limits=LIMITS, jobs=1)
+        try:
+            run = g.run([nb]).to_json()
+        finally:
+            g.close()
+        assert run["seed"] == seed
         return [
             (s["step"], s["passed"], [x["maxdiff"] for x in s["cases"]])
             for s in run["submissions"][0]["steps"]
         ]
 
-    assert a["seed"] == 99 and values(a) == values(b)
-    assert values(a) != values(c)
+    first = values(99)
+    assert first == values(99)
+    assert first != values(100)
 
 
 def test_missing_renamed_and_duplicated_cells_cost_their_steps_only(
@@ -163,6 +130,8 @@ def test_missing_renamed_and_duplicated_cells_cost_their_steps_only(
         b'{"cells": 3}',
         b"[1, 2, 3]",
         json.dumps({"nbformat": 4}).encode(),
+        b'{"cells": [1, 2]}',
+        b"[" * 100_000,
     ],
 )
 def test_unreadable_files_get_a_clear_error_and_the_batch_goes_on(
@@ -174,3 +143,76 @@ def test_unreadable_files_get_a_clear_error_and_the_batch_goes_on(
     subs = {Path(s.path).name: s for s in grader.run([bad, good]).submissions}
     assert subs["bad.ipynb"].score == 0 and subs["bad.ipynb"].error
     assert subs["good.ipynb"].score == 26
+
+
+def test_a_nan_answer_is_strict_json_everywhere(grader: Grader, tmp_path: Path) -> None:
+    nb = make_notebook(tmp_path / "nan.ipynb", {"dh": "dh = (dlogits @ W2.T) * float('nan')"})
+    run = grader.run([nb])
+    text = dumps(run.to_json())
+    assert "NaN" not in text and "Infinity" not in text
+    json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard constant {c}"))
+    step = run.submissions[0].step("dh")
+    assert not step.passed and step.maxdiff is None or step.maxdiff == float("inf")
+
+
+# -- each distinct answer once ---------------------------------------------------------------
+
+
+def test_normalising_ignores_comments_spacing_and_quotes_but_no_token() -> None:
+    a = "x = torch.zeros_like(h)  # start\n\n\ny = x+1"
+    b = 'x  =  torch.zeros_like( h )\ny = x + 1  # "a comment"'
+    assert normalise(a) == normalise(b)
+    assert normalise("s = 'a'") == normalise('s = "a"')
+    assert normalise("y = x + 1") != normalise("y = x - 1")
+    assert normalise("y = x + 1") != normalise("y = x + 2")
+    assert normalise("y = x +") != normalise("y = x -")  # no syntax tree: the text counts
+
+
+def test_a_line_number_is_translated_between_answers_with_one_syntax_tree() -> None:
+    first = "x = 1\ny = x.nope()"
+    other = "# a comment\n\nx = 1\n\ny = x.nope()  # here"
+    assert translate_line(first, other, 2) == 5
+
+
+def test_identical_answers_get_identical_results_and_any_token_counts(tmp_path: Path) -> None:
+    g = Grader(seed=11, limits=LIMITS)
+    try:
+        slip = "dh = dlogits @ W2.T\ndh = dh.nope()"
+        spaced = "# my answer\n\ndh  =  dlogits @ W2.T\n\ndh = dh.nope()"
+        paths = [
+            make_notebook(tmp_path / f"s{i}.ipynb", {"dh": code})
+            for i, code in enumerate([slip, slip, spaced, "dh = dlogits @ W2.T"])
+        ]
+        subs = {Path(s.path).stem: s for s in g.run(paths).submissions}
+        same = [subs[k].step("dh") for k in ("s0", "s1")]
+        assert same[0] == same[1]
+        assert "line 2" in same[0].diagnoses[0].message
+        assert "line 5" in subs["s2"].step("dh").diagnoses[0].message  # its own cell's line
+        assert subs["s3"].step("dh").passed
+        distinct = {key for key in g._runs if key[1] == "dh"}
+        assert len(distinct) == 2  # the slip (three spellings) and the right answer
+    finally:
+        g.close()
+
+
+def test_a_cache_makes_the_second_run_run_nothing_and_a_foreign_entry_is_ignored(
+    tmp_path: Path,
+) -> None:
+    cache = tmp_path / "cache"
+    nb = make_notebook(tmp_path / "sub.ipynb", {"dh": "dh = dlogits @ W2.T * 2"})
+    g = Grader(seed=5, limits=LIMITS, cache=cache)
+    try:
+        first = g.run([nb]).submissions[0]
+    finally:
+        g.close()
+    entries = sorted(cache.glob("*.bin"))
+    assert len(entries) == 26
+    entries[0].write_bytes(b"garbage")  # a corrupt entry is ignored and regraded
+    g = Grader(seed=5, limits=LIMITS, cache=cache)
+    try:
+        second = g.run([nb]).submissions[0]
+        assert g.executed == 1  # only the answer whose entry was corrupt
+    finally:
+        g.close()
+    assert [s.passed for s in first.steps] == [s.passed for s in second.steps]
+    assert [d.code for d in second.step("dh").diagnoses] == ["wrong-scale"]

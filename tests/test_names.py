@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.names import (
+from autograder.dataset.names import (
     DEFAULT_PATH,
     ENV_VAR,
     NAMES_SHA256,

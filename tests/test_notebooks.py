@@ -1,7 +1,8 @@
-"""The course's notebooks: generated from the catalog, built by real nbgrader, run in real kernels.
+"""The course's notebooks: generated from the exercises, built by real nbgrader, run in real
+kernels, and their checks telling the student what the grader will say.
 
 One nbgrader build (into a temporary course) and one kernel run per notebook are shared by the
-tests of this module.
+tests of this module; the corpus is checked in one kernel.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import os
 import re
 import shutil
 import sqlite3
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,27 +22,19 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 from nbformat.notebooknode import NotebookNode
 
-from autograder import authoring
-from autograder.authoring import (
-    ASSIGNMENT,
-    BUGGY,
-    BUGGY_ANSWERS,
-    CMP,
-    NOTEBOOK,
-    RELEASE,
-    SOLUTION,
-    SOURCE,
-    BuildError,
-    build,
-    generate,
-)
-from autograder.catalog import FORWARD, PARAMETERS, STEPS
-from autograder.model import lecture_graph
-from autograder.solutions import SOLUTIONS
+from autograder.core.model import lecture_graph
+from autograder.course.build import BUGGY_ANSWERS, BuildError, build, generate, paths
+from autograder.course.notebook import source_notebook
+from autograder.exercises import DEFAULT, EXERCISES, Exercise
+from autograder.grading.results import StepResult
+
+from .corpus import ALL, RIGHT, WRONG
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-STUB = "# YOUR CODE HERE\nraise NotImplementedError()"
-KERNEL_TIMEOUT = 180
+KERNEL_TIMEOUT = 300
+EX = DEFAULT
+P = paths(EX)
+Grade = Callable[[str, str], StepResult]
 
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -66,19 +60,29 @@ def stdout(cell: NotebookNode) -> str:
     return "".join(o.get("text", "") for o in cell.get("outputs", []) if o.output_type == "stream")
 
 
+def errors(cell: NotebookNode) -> list[dict[str, Any]]:
+    return [o for o in cell.get("outputs", []) if o.output_type == "error"]
+
+
 def content(nb: NotebookNode) -> list[tuple[str, str, str, dict[str, Any]]]:
     """What matters in a generated notebook: per cell its type, id, source and metadata."""
     return [(c.cell_type, c.get("id", ""), c.source, dict(c.metadata)) for c in nb.cells]
 
 
+def kernel_env(names_txt: Path) -> dict[str, str]:
+    return {**os.environ, "BACKPROP_NINJA_NAMES": str(names_txt)}
+
+
 def execute(
-    nb: NotebookNode, workdir: Path, env: dict[str, str]
+    nb: NotebookNode, workdir: Path, env: dict[str, str], allow_errors: bool = False
 ) -> tuple[NotebookNode, CellExecutionError | None]:
-    """Run ``nb`` top to bottom in a python3 kernel started in ``workdir``; stop at an error."""
+    """Run ``nb`` top to bottom in a python3 kernel started in ``workdir``; stop at an error
+    unless ``allow_errors``."""
     client = NotebookClient(
         nb,
         timeout=KERNEL_TIMEOUT,
         kernel_name="python3",
+        allow_errors=allow_errors,
         resources={"metadata": {"path": str(workdir)}},
     )
     try:
@@ -110,8 +114,8 @@ def solution_run(
     saves the lecture's tensors: (executed notebook, saved tensors)."""
     workdir = tmp_path_factory.mktemp("solution-run")
     shutil.copy(names_txt, workdir / "names.txt")
-    nb = read(REPO_ROOT / SOLUTION)
-    names = [*PARAMETERS, "Xb", "Yb", *(var for var, _ in FORWARD)]
+    nb = read(REPO_ROOT / P["solution"])
+    names = [*EX.parameters, *EX.data, *(line.var for line in EX.forward)]
     nb.cells.append(
         nbformat.v4.new_code_cell(
             f"torch.save({{k: globals()[k].detach() for k in {names!r}}}, 'state.pt')"
@@ -129,21 +133,30 @@ def exercise_run(
 ) -> tuple[NotebookNode, CellExecutionError | None]:
     """The committed exercises notebook, run with names.txt given by $BACKPROP_NINJA_NAMES."""
     workdir = tmp_path_factory.mktemp("exercise-run")
-    env = {**os.environ, "BACKPROP_NINJA_NAMES": str(names_txt)}
-    return execute(read(REPO_ROOT / RELEASE), workdir, env)
+    return execute(read(REPO_ROOT / P["release"]), workdir, kernel_env(names_txt))
 
 
-# --- the source notebook ---------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def buggy_run(names_txt: Path, tmp_path_factory: pytest.TempPathFactory) -> NotebookNode:
+    """The bundled buggy notebook, every cell run whatever the errors (as *Run All* with
+    errors allowed would)."""
+    workdir = tmp_path_factory.mktemp("buggy-run")
+    nb, _ = execute(read(REPO_ROOT / P["buggy"]), workdir, kernel_env(names_txt), True)
+    return nb
 
 
-def test_source_answer_cells_are_the_steps_in_catalog_order_each_followed_by_its_grade_cell() -> (
-    None
-):
-    nb = read(REPO_ROOT / SOURCE)
+# --- the source notebooks --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ex", EXERCISES.values(), ids=list(EXERCISES))
+def test_source_answer_cells_are_the_steps_in_order_each_followed_by_its_grade_cell(
+    ex: Exercise,
+) -> None:
+    nb = read(REPO_ROOT / paths(ex)["source"])
+    assert nb.metadata["backprop_ninja"] == {"exercise": ex.id}
     answers = answer_cells(nb)
-    assert [nbgrader_meta(c)["grade_id"] for c in answers] == [s.name for s in STEPS]
-
-    for step, answer in zip(STEPS, answers, strict=True):
+    assert [nbgrader_meta(c)["grade_id"] for c in answers] == [s.name for s in ex.steps]
+    for step, answer in zip(ex.steps, answers, strict=True):
         assert answer.id == step.name and answer.cell_type == "code"
         assert nbgrader_meta(answer) == {
             "grade": False,
@@ -152,8 +165,7 @@ def test_source_answer_cells_are_the_steps_in_catalog_order_each_followed_by_its
             "grade_id": step.name,
             "schema_version": 3,
         }
-        assert answer.source == f"### BEGIN SOLUTION\n{SOLUTIONS[step.name]}\n### END SOLUTION"
-
+        assert answer.source == f"### BEGIN SOLUTION\n{step.answer}\n### END SOLUTION"
         check = nb.cells[nb.cells.index(answer) + 1]
         assert check.id == step.test_id
         assert nbgrader_meta(check) == {
@@ -164,92 +176,123 @@ def test_source_answer_cells_are_the_steps_in_catalog_order_each_followed_by_its
             "grade_id": step.test_id,
             "schema_version": 3,
         }
-        # the hidden test first, so that under stock Execute a NameError in the visible check
-        # (an earlier step left unanswered) cannot zero a step whose own answer is right
-        assert check.source.startswith(
+        # the hidden test first, so that under stock Execute the step's points are its own
+        assert check.source == (
             "### BEGIN HIDDEN TESTS\n"
             "from autograder.incell import check_step\n"
-            f'check_step("{step.name}", In[-2])\n'
-            f'globals().setdefault("{step.name}", None)\n'
+            f'check_step("{step.name}", In[-2], "{ex.id}")\n'
             "### END HIDDEN TESTS\n"
-            f"cmp('{step.name}', {step.name}, {step.var})"
+            f"CHECKS.check('{step.name}')"
         )
-
         explanation = nb.cells[nb.cells.index(answer) - 1]
         assert explanation.cell_type == "markdown"
         assert step.text in explanation.source
-        assert all(line in explanation.source for line in step.consumer_lines)
+        assert all(line in explanation.source for line in ex.consumer_lines(step))
 
 
-def test_the_forward_cell_is_the_catalogs_forward_pass_then_autograd() -> None:
-    source = cell_by_id(read(REPO_ROOT / SOURCE), "forward").source
+def test_no_explanation_says_this_2_lines() -> None:
+    text = "\n".join(c.source for c in read(REPO_ROOT / P["source"]).cells)
+    assert not re.search(r"this \d+ lines", text)
+    assert "through these 2 lines" in text
+
+
+def test_the_forward_cell_is_the_exercises_forward_pass_then_autograd() -> None:
+    source = cell_by_id(read(REPO_ROOT / P["source"]), "forward").source
     code = [line.split("#")[0].rstrip() for line in source.splitlines()]
-    positions = [code.index(line) for _, line in FORWARD]
+    positions = [code.index(line.source) for line in EX.forward]
     assert positions == sorted(positions)
     retained = re.search(r"for t in \[(.*?)\]:", source, re.S)
     assert retained is not None
-    assert {t.strip() for t in retained.group(1).split(",")} == {s.var for s in STEPS}
+    kept = {t.strip() for t in retained.group(1).split(",")}
+    assert kept == {line.var for line in EX.forward if line.var != "loss"}
     assert source.rstrip().endswith("loss.backward()\nloss")
 
 
-def test_grade_ids_are_unique_and_every_code_cell_is_an_nbgrader_cell() -> None:
-    nb = read(REPO_ROOT / SOURCE)
+def test_the_checks_cell_carries_the_kits_own_code_and_needs_only_torch() -> None:
+    source = cell_by_id(read(REPO_ROOT / P["source"]), "setup_checks").source
+    found = re.finditer(r"^(?:import|from) ([\w.]+)", source, re.MULTILINE)
+    imports = {m.group(1).split(".")[0] for m in found}
+    stdlib = {"ast", "math", "collections", "typing", "os", "textwrap", "types"}
+    assert imports - stdlib == {"torch"}
+    assert "autograder" not in source
+    assert "def partial_vjp(" in source and "class Checks:" in source
+
+
+@pytest.mark.parametrize("ex", EXERCISES.values(), ids=list(EXERCISES))
+def test_grade_ids_are_unique_and_every_code_cell_is_an_nbgrader_cell(ex: Exercise) -> None:
+    nb = read(REPO_ROOT / paths(ex)["source"])
     ids = [nbgrader_meta(c)["grade_id"] for c in nb.cells if c.cell_type == "code"]
     assert len(ids) == len(set(ids))
-    assert sum(nbgrader_meta(c).get("points", 0) for c in nb.cells) == sum(s.points for s in STEPS)
+    assert sum(nbgrader_meta(c).get("points", 0) for c in nb.cells) == ex.total_points
 
 
 # --- exercises and solutions, as nbgrader wrote them -----------------------------------------
 
 
-def test_exercises_hold_stubs_and_neither_solutions_nor_hidden_tests() -> None:
-    nb = read(REPO_ROOT / RELEASE)
-    assert [c.source for c in answer_cells(nb)] == [STUB] * len(STEPS)
+@pytest.mark.parametrize("ex", EXERCISES.values(), ids=list(EXERCISES))
+def test_exercises_hold_stubs_that_name_their_step_and_no_solution_or_hidden_test(
+    ex: Exercise,
+) -> None:
+    nb = read(REPO_ROOT / paths(ex)["release"])
+    assert [c.source for c in answer_cells(nb)] == [
+        f'# YOUR CODE HERE\nraise NotImplementedError("{s.name}: replace this line with your code")'
+        for s in ex.steps
+    ]
     text = "\n".join(c.source for c in nb.cells)
     for marker in ("BEGIN SOLUTION", "END SOLUTION", "HIDDEN TESTS", "check_step", "autograder"):
         assert marker not in text
-    for name, solution in SOLUTIONS.items():
-        assert solution not in text, f"the solution of {name} leaked into the exercises"
+    for step in ex.steps:
+        assert step.answer not in text, f"the answer of {step.name} leaked into the exercises"
 
 
-def test_exercises_and_solutions_keep_the_source_cells_in_order() -> None:
-    source = read(REPO_ROOT / SOURCE)
-    for path in (RELEASE, SOLUTION):
-        nb = read(REPO_ROOT / path)
+@pytest.mark.parametrize("ex", EXERCISES.values(), ids=list(EXERCISES))
+def test_exercises_and_solutions_keep_the_source_cells_in_order(ex: Exercise) -> None:
+    source = read(REPO_ROOT / paths(ex)["source"])
+    for key in ("release", "solution"):
+        nb = read(REPO_ROOT / paths(ex)[key])
         assert [c.id for c in nb.cells] == [c.id for c in source.cells]
         for ours, theirs in zip(source.cells, nb.cells, strict=True):
-            for key in ("grade", "solution", "locked", "grade_id", "points"):
-                assert nbgrader_meta(ours).get(key) == nbgrader_meta(theirs).get(key)
+            for field in ("grade", "solution", "locked", "grade_id", "points"):
+                assert nbgrader_meta(ours).get(field) == nbgrader_meta(theirs).get(field)
+        assert nb.metadata["backprop_ninja"] == {"exercise": ex.id}
 
 
 def test_solutions_keep_the_answers_and_the_visible_checks_but_no_hidden_tests() -> None:
-    nb = read(REPO_ROOT / SOLUTION)
-    for step in STEPS:
-        assert SOLUTIONS[step.name] in cell_by_id(nb, step.name).source
+    nb = read(REPO_ROOT / P["solution"])
+    for step in EX.steps:
+        assert step.answer in cell_by_id(nb, step.name).source
         check = cell_by_id(nb, step.test_id).source
-        assert check.startswith(f"cmp('{step.name}', {step.name}, {step.var})")
-        assert "HIDDEN TESTS" not in check and "check_step" not in check
+        assert check == f"CHECKS.check('{step.name}')"
 
 
 def test_the_buggy_example_is_the_release_with_typical_slips() -> None:
-    release, buggy = read(REPO_ROOT / RELEASE), read(REPO_ROOT / BUGGY)
+    release, buggy = read(REPO_ROOT / P["release"]), read(REPO_ROOT / P["buggy"])
+    slips = BUGGY_ANSWERS[EX.id]
     assert len(release.cells) == len(buggy.cells)
     for ours, theirs in zip(release.cells, buggy.cells, strict=True):
         if nbgrader_meta(ours).get("solution"):
             name = nbgrader_meta(ours)["grade_id"]
-            assert theirs.source == BUGGY_ANSWERS.get(name, SOLUTIONS[name])
+            assert theirs.source == slips.get(name, EX.step(name).answer)
         else:
             assert theirs.source == ours.source
         assert theirs.metadata == ours.metadata
-    assert set(BUGGY_ANSWERS) == {"dC", "dcounts", "dbndiff2", "dbnmeani"}
+    assert set(slips) == {"dC", "dcounts", "dbndiff2", "dbnmeani"}
 
 
 # --- a fresh build with real nbgrader ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", [SOURCE, RELEASE, SOLUTION, BUGGY], ids=str)
-def test_committed_notebooks_equal_a_fresh_build(path: Path, built: tuple[Path, Path]) -> None:
+@pytest.mark.parametrize(
+    ("exercise", "key"),
+    [(e, k) for e in EXERCISES for k in ("source", "release", "solution", "buggy")],
+)
+def test_committed_notebooks_equal_a_fresh_build(
+    exercise: str, key: str, built: tuple[Path, Path]
+) -> None:
     root, _ = built
+    path = paths(EXERCISES[exercise])[key]
+    if key == "buggy" and exercise not in BUGGY_ANSWERS:
+        pytest.skip(f"{exercise} has no buggy example")
     committed, fresh = read(REPO_ROOT / path), read(root / path)
     assert committed.metadata == fresh.metadata
     assert content(committed) == content(fresh), (
@@ -260,41 +303,50 @@ def test_committed_notebooks_equal_a_fresh_build(path: Path, built: tuple[Path, 
 def test_nbgrader_really_loaded_the_course_config(built: tuple[Path, Path]) -> None:
     _, workdir = built
     # exercises/ and solutions/ are folder names only nbgrader_config.py gives (nbgrader's
-    # defaults are release/ and source/); the assignment is filed under the config's course id.
-    assert (workdir / "exercises" / ASSIGNMENT / NOTEBOOK).is_file()
-    assert (workdir / "solutions" / ASSIGNMENT / NOTEBOOK).is_file()
+    # defaults are release/ and source/); the assignments are filed under the config's course id.
+    for ex in EXERCISES.values():
+        assert (workdir / paths(ex)["release"]).is_file()
+        assert (workdir / paths(ex)["solution"]).is_file()
     assert not (workdir / "release").exists()
     with sqlite3.connect(workdir / "gradebook.db") as db:
         rows = db.execute("SELECT name, course_id FROM assignment").fetchall()
-    assert rows == [(ASSIGNMENT, "backprop-ninja")]
+    assert sorted(rows) == sorted((e, "backprop-ninja") for e in EXERCISES)
 
 
 def test_a_broken_config_is_detected_although_nbgrader_only_logs_it(tmp_path: Path) -> None:
-    shutil.copytree(REPO_ROOT / SOURCE.parent, tmp_path / SOURCE.parent)
+    source = P["source"]
+    shutil.copytree(REPO_ROOT / source.parent, tmp_path / source.parent)
     config = (REPO_ROOT / "nbgrader_config.py").read_text()
     (tmp_path / "nbgrader_config.py").write_text(config + "\nthis line is not python\n")
 
     with pytest.raises(BuildError, match=r"could not load .*nbgrader_config\.py"):
-        generate(tmp_path)
+        generate(tmp_path, EX)
 
     # nbgrader went on with its defaults: the notebook landed in release/, not exercises/
-    assert (tmp_path / "release" / ASSIGNMENT / NOTEBOOK).is_file()
+    assert (tmp_path / "release" / EX.id / f"{EX.id}.ipynb").is_file()
     assert not (tmp_path / "exercises").exists()
+
+
+@pytest.mark.parametrize("ex", EXERCISES.values(), ids=list(EXERCISES))
+def test_the_generated_source_is_what_the_module_builds(ex: Exercise) -> None:
+    assert content(read(REPO_ROOT / paths(ex)["source"])) == content(source_notebook(ex))
 
 
 # --- the notebooks in a real kernel ----------------------------------------------------------
 
 
-def test_the_solution_notebook_passes_all_26_visible_checks(
+def test_the_solution_notebook_passes_every_check(
     solution_run: tuple[NotebookNode, Path],
 ) -> None:
     nb, _ = solution_run
     assert "32033 names from names.txt" in stdout(cell_by_id(nb, "setup_names"))
-    for step in STEPS:
+    for step in EX.steps:
         out = stdout(cell_by_id(nb, step.test_id))
         line = out.splitlines()[0]
         assert line.startswith(f"{step.name:15s} | exact: "), out
         assert "approximate: True" in line and line.endswith("shape: True"), out
+        assert "other configurations: all passed" in out
+        assert not errors(cell_by_id(nb, step.test_id))
     assert "all rows agree" in stdout(cell_by_id(nb, "test_dC"))
 
 
@@ -303,18 +355,19 @@ def test_the_notebook_builds_the_lecture_graph_of_the_package(
 ) -> None:
     _, state_file = solution_run
     state = torch.load(state_file)
-    graph = lecture_graph()  # parameters from the seed, the batch from data/lecture_batch.json
+    graph = lecture_graph(EX)  # parameters from the seed, the batch from the package data
     for name, value in state.items():
-        assert torch.equal(value, graph[name]), f"{name} differs from autograder.model"
+        assert torch.equal(value, graph[name]), f"{name} differs from the package's graph"
 
 
-def test_the_exercise_notebook_runs_until_the_first_stub(
+def test_the_exercise_notebook_stops_at_the_first_stub_saying_which_step(
     exercise_run: tuple[NotebookNode, CellExecutionError | None],
 ) -> None:
     nb, error = exercise_run
     assert error is not None and error.ename == "NotImplementedError"
-    failed = [c for c in nb.cells if any(o.output_type == "error" for o in c.get("outputs", []))]
-    assert [c.id for c in failed] == [STEPS[0].name]
+    assert "dlogprobs: replace this line with your code" in error.evalue
+    failed = [c for c in nb.cells if errors(c)]
+    assert [c.id for c in failed] == [EX.steps[0].name]
     first_stub = nb.cells.index(failed[0])
     assert all(
         c.execution_count is not None for c in nb.cells[:first_stub] if c.cell_type == "code"
@@ -322,64 +375,92 @@ def test_the_exercise_notebook_runs_until_the_first_stub(
     assert "32033 names from" in stdout(cell_by_id(nb, "setup_names"))
 
 
-# --- the visible check, outside a kernel ------------------------------------------------------
-
-
-@pytest.fixture
-def checks() -> dict[str, Any]:
-    """The notebook's ``cmp`` and ``cmp_rows``, defined from the cell's source."""
-    namespace: dict[str, Any] = {"torch": torch}
-    exec(CMP, namespace)
-    return namespace
-
-
-def _with_grad(value: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
-    t = value.clone().requires_grad_()
-    t.grad = grad
-    return t
-
-
-def test_cmp_compares_shapes_strictly_without_broadcasting(
-    checks: dict[str, Any], capsys: pytest.CaptureFixture[str]
+def test_the_buggy_notebook_fails_at_each_wrong_step_and_only_there(
+    buggy_run: NotebookNode,
 ) -> None:
-    t = _with_grad(torch.zeros(1, 4), torch.ones(1, 4))
-    checks["cmp"]("dbnmeani", torch.ones(4), t)  # broadcasting would call these equal
-    out = capsys.readouterr().out
-    assert "shape: False" in out and "expected (1, 4), got (4,)" in out
-    assert "approximate" not in out
+    failed = {c.id: errors(c)[0] for c in buggy_run.cells if errors(c)}
+    assert set(failed) == {"test_dcounts", "test_dbndiff2", "test_dbnmeani", "test_dC"}
+    assert all(e["ename"] == "AssertionError" for e in failed.values())
+    assert "[missing-branch]" in failed["test_dcounts"]["evalue"]
+    assert "[wrong-scale]" in failed["test_dbndiff2"]["evalue"]
+    assert "Bessel" in failed["test_dbndiff2"]["evalue"]
+    assert "[shape-mismatch]" in failed["test_dbnmeani"]["evalue"]
+    assert "[scatter-drops-duplicates]" in failed["test_dC"]["evalue"]
+    # every later check judges its own step with autograd's upstream gradients, so the wrong
+    # dcounts of this notebook spoils none of them
+    later = cell_by_id(buggy_run, "test_dnorm_logits")
+    assert "other configurations: all passed" in stdout(later) and not errors(later)
+    assert "only rows used more than once disagree" in stdout(cell_by_id(buggy_run, "test_dC"))
 
 
-def test_cmp_reports_a_non_tensor_and_another_dtype_without_raising(
-    checks: dict[str, Any], capsys: pytest.CaptureFixture[str]
+# --- the checks against the grader, on the whole corpus ----------------------------------------
+
+
+CHECK_CELL = """\
+try:
+    CHECKS.check({name!r})
+    print("VERDICT pass")
+except AssertionError as e:
+    print("VERDICT fail", str(e).split("]")[0].split("[")[-1])"""
+
+
+@pytest.fixture(scope="module")
+def notebook_verdicts(
+    names_txt: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[tuple[str, str], tuple[bool, str]]]:
+    """Every corpus answer and model answer run in one real kernel as a student would: the
+    notebook's setup, then per answer its cell and its check; (passed, first code) each."""
+    workdir = tmp_path_factory.mktemp("corpus-run")
+    nb = read(REPO_ROOT / P["release"])
+    setup = [
+        c
+        for c in nb.cells
+        if not nbgrader_meta(c).get("grade") and not nbgrader_meta(c).get("solution")
+    ]
+    nb.cells = [c for c in setup if c.cell_type == "code"]
+    client = NotebookClient(
+        nb,
+        timeout=KERNEL_TIMEOUT,
+        kernel_name="python3",
+        allow_errors=True,
+        resources={"metadata": {"path": str(workdir)}},
+    )
+    answers = [(a.step, a.code) for a in ALL] + [(s.name, s.answer) for s in EX.steps]
+    verdicts: dict[tuple[str, str], tuple[bool, str]] = {}
+    with client.setup_kernel(env=kernel_env(names_txt)):
+        for index, cell in enumerate(list(nb.cells)):
+            client.execute_cell(cell, index)
+        for name, code in answers:
+            for source in (code, CHECK_CELL.format(name=name)):
+                nb.cells.append(nbformat.v4.new_code_cell(source))
+                client.execute_cell(nb.cells[-1], len(nb.cells) - 1)
+            out = stdout(nb.cells[-1])
+            found = re.search(r"VERDICT (pass|fail) ?(\S*)", out)
+            assert found is not None, out
+            verdicts[(name, code)] = (found.group(1) == "pass", found.group(2))
+    yield verdicts
+
+
+def test_the_notebooks_checks_agree_with_the_grader_on_the_corpus(
+    notebook_verdicts: dict[tuple[str, str], tuple[bool, str]], grade: Grade
 ) -> None:
-    t = _with_grad(torch.zeros(2, 3), torch.ones(2, 3))
-    checks["cmp"]("dW2", None, t)
-    checks["cmp"]("dW2", torch.ones(2, 3, dtype=torch.float64), t)
-    first, second = capsys.readouterr().out.splitlines()
-    assert "not a tensor: got NoneType" in first
-    assert "approximate: True" in second and "dtype: torch.float64" in second
-
-
-def test_cmp_rows_names_the_scatter_bug_on_exactly_the_repeated_rows(
-    checks: dict[str, Any], capsys: pytest.CaptureFixture[str]
-) -> None:
-    g = torch.Generator().manual_seed(0)
-    C = torch.randn(6, 3, generator=g, requires_grad=True)
-    Xb = torch.tensor([[0, 1], [1, 2], [3, 1], [4, 0]])  # rows 0 and 1 repeat, row 5 is unused
-    demb = torch.randn(4, 2, 3, generator=g)
-    C[Xb].backward(demb)
-
-    scattered = torch.zeros(6, 3)
-    scattered[Xb] += demb  # the silent bug: one update per row
-    accumulated = torch.zeros(6, 3).index_add_(0, Xb.flatten(), demb.view(-1, 3))
-
-    checks["cmp_rows"](accumulated, C, Xb)
-    checks["cmp_rows"](scattered, C, Xb)
-    right, wrong, hint = capsys.readouterr().out.splitlines()
-    assert "used more than once: 2" in right and "all rows agree" in right
-    assert "disagree: 2" in wrong and "exactly the repeated rows disagree" in wrong
-    assert "accumulate" in hint
-
-
-def test_the_generated_source_is_what_the_module_builds() -> None:
-    assert content(read(REPO_ROOT / SOURCE)) == content(authoring.source_notebook())
+    right = [(a.step, a.code) for a in RIGHT] + [(s.name, s.answer) for s in EX.steps]
+    assert all(notebook_verdicts[key][0] for key in right), [
+        key for key in right if not notebook_verdicts[key][0]
+    ]
+    wrong = [(a.step, a.code) for a in WRONG if a.expect != "not-implemented"]
+    caught = sum(not notebook_verdicts[key][0] for key in wrong)
+    assert caught >= 0.9 * len(wrong), f"the checks catch {caught} of {len(wrong)} bugs"
+    same = [key for key in notebook_verdicts if notebook_verdicts[key][0] == grade(*key).passed]
+    agreement = len(same) / len(notebook_verdicts)
+    assert agreement >= 0.95, f"the notebook agrees with the grader on {agreement:.1%}"
+    codes = [
+        key
+        for key in wrong
+        if not grade(*key).passed and notebook_verdicts[key][1] == grade(*key).diagnoses[0].code
+    ]
+    print(
+        f"checks vs grader: {caught}/{len(wrong)} bugs caught in the notebook, verdicts agree on "
+        f"{len(same)}/{len(notebook_verdicts)} answers, the same first diagnosis on "
+        f"{len(codes)}/{len(wrong)} bugs"
+    )

@@ -1,4 +1,4 @@
-"""``autograder.plain.is_plain``: the static check that lets a submission's steps share a process.
+"""``is_plain``: the static check that lets a submission's answers share a process.
 
 The plain steps of a submission run one after another in one process, so what plain code cannot
 do is what keeps them apart: every way out of tensor arithmetic (an import, an assignment to an
@@ -11,17 +11,25 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.cases import build_cases
-from autograder.catalog import STEPS
-from autograder.plain import PROVIDED, is_plain
-from autograder.solutions import SOLUTIONS
+from autograder.core.cases import build
+from autograder.exercises import DEFAULT, EXERCISES
+from autograder.grading import plain
 
 from .corpus import NOTED, RIGHT, WRONG, Answer
 
+PROVIDED = DEFAULT.provided
 
-@pytest.mark.parametrize("name", list(SOLUTIONS))
-def test_every_model_solution_is_plain(name: str) -> None:
-    assert is_plain(SOLUTIONS[name])
+
+def is_plain(code: str) -> bool:
+    return plain.is_plain(code, PROVIDED)
+
+
+@pytest.mark.parametrize(
+    ("exercise", "name"), [(ex.id, s.name) for ex in EXERCISES.values() for s in ex.steps]
+)
+def test_every_model_answer_is_plain(exercise: str, name: str) -> None:
+    ex = EXERCISES[exercise]
+    assert plain.is_plain(ex.step(name).answer, ex.provided)
 
 
 @pytest.mark.parametrize(
@@ -38,8 +46,8 @@ def test_every_slip_of_the_corpus_is_plain_unless_it_uses_autograd_or_tampers() 
 
 
 def test_every_name_a_step_is_given_may_be_read_by_plain_code() -> None:
-    for case in build_cases(0):
-        for step in STEPS:
+    for case in build(DEFAULT, 0):
+        for step in DEFAULT.steps:
             assert set(case.inputs(step)) <= PROVIDED, step.name
             for name in case.inputs(step):
                 assert is_plain(f"x = {name}"), name

@@ -1,51 +1,44 @@
-"""The hidden suite as a course's CI runs it: ``pytest --pyargs autograder --submission PATH``."""
+"""The hidden suite as a course's CI runs it: ``pytest --pyargs autograder --submission PATH``.
+
+Driven with pytest's own ``pytester``: a real pytest session, in a subprocess (it grades in
+sandboxes of its own), against real notebooks.
+"""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
+
+import pytest
 
 from .notebooks import SCATTER_BUG_CODE, make_notebook
 
+pytest_plugins = ["pytester"]
 
-def run_suite(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "--pyargs",
-            "autograder",
-            "-p",
-            "no:cacheprovider",
-            *map(str, args),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=300,
+
+def run_suite(pytester: pytest.Pytester, *args: str | Path) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(
+        "--pyargs", "autograder", "-p", "no:cacheprovider", *map(str, args), timeout=600
     )
 
 
-def test_one_test_per_step_and_failures_show_the_diagnosis(tmp_path: Path) -> None:
+def test_one_test_per_step_and_failures_show_the_diagnosis(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
     nb = make_notebook(tmp_path / "student.ipynb", {"dC": SCATTER_BUG_CODE})
-    r = run_suite("--submission", nb, "--bn-seed", "5", "-rf", cwd=tmp_path)
-    assert r.returncode == 1, r.stdout + r.stderr
-    assert "1 failed, 26 passed" in r.stdout  # 26 steps and the readability check
-    assert "FAILED" in r.stdout and "test_step[dC]" in r.stdout
-    assert "[scatter-drops-duplicates]" in r.stdout
-    assert "seed 5" in r.stdout
+    r = run_suite(pytester, "--submission", nb, "--bn-seed", "5", "-rf")
+    r.assert_outcomes(passed=26, failed=1)  # 26 steps and the readability check
+    out = r.stdout.str()
+    assert "FAILED" in out and "test_step[dC]" in out
+    assert "[scatter-drops-duplicates]" in out
+    assert "seed 5" in out
 
 
-def test_a_correct_submission_passes_every_step(tmp_path: Path) -> None:
+def test_a_correct_submission_passes_every_step(pytester: pytest.Pytester, tmp_path: Path) -> None:
     nb = make_notebook(tmp_path / "student.ipynb")
-    r = run_suite("--submission", nb, cwd=tmp_path)
-    assert r.returncode == 0, r.stdout
-    assert "27 passed" in r.stdout
+    run_suite(pytester, "--submission", nb).assert_outcomes(passed=27)
 
 
-def test_the_suite_says_what_it_needs_without_a_submission(tmp_path: Path) -> None:
-    r = run_suite(cwd=tmp_path)
-    assert r.returncode != 0
-    assert "--submission" in r.stdout + r.stderr
+def test_the_suite_says_what_it_needs_without_a_submission(pytester: pytest.Pytester) -> None:
+    r = run_suite(pytester)
+    assert r.ret != 0
+    assert "--submission" in r.stdout.str() + r.stderr.str()

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder import cli, figures, report
-from autograder.catalog import STEPS
-from autograder.results import (
+from autograder.cli import main as cli_main
+from autograder.exercises import DEFAULT
+from autograder.grading.results import (
     CaseResult,
     Diagnosis,
     RowReport,
@@ -23,6 +23,9 @@ from autograder.results import (
     run_from_json,
     write_json,
 )
+from autograder.reports import figures, report
+
+STEPS = DEFAULT.steps
 
 HOSTILE = "submitted/<script>alert(1)</script>/../\"x\" & 'y'.ipynb"
 SCATTER = Diagnosis(
@@ -232,8 +235,8 @@ def test_feedback_of_an_unreadable_notebook_shows_the_error_and_an_all_grey_grap
 
 def test_graph_colours_follow_the_results() -> None:
     status = tuple((s.name, "pass") for s in STEPS)
-    all_pass = figures.backward_graph(status)
-    one_fail = figures.backward_graph((("dC", "fail"), *status[:-1]))
+    all_pass = figures.backward_graph(DEFAULT.id, status)
+    one_fail = figures.backward_graph(DEFAULT.id, (("dC", "fail"), *status[:-1]))
     fail, ok = figures.FAIL, figures.PASS
     assert one_fail.count(fail) > all_pass.count(fail)  # the legend has one of each
     assert one_fail.count(ok) < all_pass.count(ok)
@@ -267,7 +270,7 @@ def test_cli_report_writes_the_report_and_feedback_pages(tmp_path: Path) -> None
     results = tmp_path / "results.json"
     write_json(results, mixed_run().to_json())
     out, fb = tmp_path / "report.html", tmp_path / "feedback"
-    assert cli.main(["report", str(results), "-o", str(out), "--per-student", str(fb)]) == 0
+    assert cli_main(["report", str(results), "-o", str(out), "--per-student", str(fb)]) == 0
     assert _parse(out.read_text()).body_rows == 4 and len(list(fb.glob("*.html"))) == 4
 
 

@@ -1,0 +1,298 @@
+"""The kit's math that a notebook runs too: pure functions of torch tensors and plain data.
+
+This module imports only the standard library and torch, and nothing of the kit, because its
+source is placed verbatim in each released notebook, whose checks run the same forward pass,
+parameters, references and evidence tests as the grader (a notebook needs only torch). The kit
+itself imports these functions from here: one implementation, two places it runs.
+
+A forward pass here is a list of ``(variable, expression)`` pairs, each expression the right-
+hand side of a line of the exercise, evaluated with :func:`evaluate` in a namespace holding the
+graph so far and ``torch``/``F``.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+MODULES: dict[str, Any] = {"torch": torch, "F": F}
+"""The modules a forward line may use."""
+
+_CODE: dict[str, Any] = {}
+
+
+def evaluate(expression: str, namespace: Mapping[str, Any]) -> Any:
+    """The value of one forward line's expression over ``namespace`` (compiled once)."""
+    code = _CODE.get(expression)
+    if code is None:
+        code = _CODE[expression] = compile(expression, "<forward>", "eval")
+    return eval(code, dict(MODULES), dict(namespace))
+
+
+def reads(expression: str) -> frozenset[str]:
+    """Every name an expression reads."""
+    tree = ast.parse(expression, mode="eval")
+    return frozenset(n.id for n in ast.walk(tree) if isinstance(n, ast.Name))
+
+
+def init_params(cfg: Any, g: torch.Generator) -> dict[str, torch.Tensor]:
+    """Parameters as in the lecture, all drawn from ``g`` (bngain and bnbias too); ``cfg`` has
+    the attributes ``vocab_size``, ``block_size``, ``n_embd`` and ``n_hidden``.
+
+    None is 0 or 1: b1, b2 and bnbias are small random values and bngain is ``1 + 0.1 * N(0, 1)``,
+    because exact zeros and ones hide wrong answers (a missing ``bngain *`` factor, say).
+    """
+    fan_in = cfg.n_embd * cfg.block_size
+    return {
+        "C": torch.randn((cfg.vocab_size, cfg.n_embd), generator=g),
+        "W1": torch.randn((fan_in, cfg.n_hidden), generator=g) * (5 / 3) / fan_in**0.5,
+        "b1": torch.randn(cfg.n_hidden, generator=g) * 0.1,
+        "W2": torch.randn((cfg.n_hidden, cfg.vocab_size), generator=g) * 0.1,
+        "b2": torch.randn(cfg.vocab_size, generator=g) * 0.1,
+        "bngain": torch.randn((1, cfg.n_hidden), generator=g) * 0.1 + 1.0,
+        "bnbias": torch.randn((1, cfg.n_hidden), generator=g) * 0.1,
+    }
+
+
+def repeats_batch(
+    vocab_size: int, batch_size: int, block_size: int, uses: Sequence[int], g: torch.Generator
+) -> torch.Tensor:
+    """A batch ``Xb`` whose rows of the table are used exactly ``uses`` times (rows and
+    positions shuffled): one row many times, a few several times, many once."""
+    rows = torch.randperm(vocab_size, generator=g)[: len(uses)]
+    flat = torch.cat([torch.full((k,), int(r)) for r, k in zip(rows, uses, strict=True)])
+    if flat.numel() != batch_size * block_size:
+        raise ValueError("the uses must fill the batch exactly")
+    flat = flat[torch.randperm(flat.numel(), generator=g)]
+    return flat.view(batch_size, block_size)  # (n, block_size)
+
+
+def sizes_of(params: Mapping[str, torch.Tensor], Xb: torch.Tensor) -> dict[str, int]:
+    """The sizes a namespace holds, read from the tensors themselves."""
+    vocab_size, n_embd = params["C"].shape
+    return {
+        "n": int(Xb.shape[0]),
+        "vocab_size": int(vocab_size),
+        "block_size": int(Xb.shape[1]),
+        "n_embd": int(n_embd),
+        "n_hidden": int(params["W1"].shape[1]),
+    }
+
+
+def run_forward(
+    lines: Sequence[tuple[str, str]],
+    params: Mapping[str, torch.Tensor],
+    Xb: torch.Tensor,
+    Yb: torch.Tensor,
+) -> dict[str, Any]:
+    """The whole graph: sizes, the batch, the parameters and every line's value."""
+    t: dict[str, Any] = {**sizes_of(params, Xb), "Xb": Xb, "Yb": Yb, **params}
+    for var, expression in lines:
+        t[var] = evaluate(expression, t)
+    return t
+
+
+def autograd_gradients(
+    lines: Sequence[tuple[str, str]],
+    graph: Mapping[str, Any],
+    leaves: Sequence[str],
+    keep: Sequence[str],
+    root: str = "loss",
+) -> dict[str, torch.Tensor]:
+    """Autograd's gradient of ``root`` for every name of ``keep`` (``"d" + name``), through the
+    whole pass, recomputed from ``leaves`` (the parameters) and everything else in ``graph``."""
+    t: dict[str, Any] = {k: v for k, v in graph.items() if not isinstance(v, torch.Tensor)}
+    t.update({k: v for k, v in graph.items() if k not in leaves and k not in dict(lines)})
+    t.update({k: graph[k].detach().clone().requires_grad_() for k in leaves})
+    with torch.enable_grad():
+        for var, expression in lines:
+            t[var] = evaluate(expression, t)
+            if var != root and t[var].requires_grad:
+                t[var].retain_grad()
+        t[root].backward()
+    out = {}
+    for name in keep:
+        grad = t[name].grad
+        out["d" + name] = torch.zeros_like(graph[name]) if grad is None else grad.detach()
+    return out
+
+
+def partial_vjp(
+    lines: Sequence[tuple[str, str]],
+    graph64: Mapping[str, Any],
+    var: str,
+    held: set[str],
+    consumer: str,
+    upstream: torch.Tensor,
+) -> torch.Tensor:
+    """``J^T upstream`` for ``consumer`` with respect to ``var``: the forward lines that depend
+    on ``var`` on the way to ``consumer`` are re-evaluated with ``var`` as a leaf, the ``held``
+    variables (the step's other consumers) and everything else taken from ``graph64``."""
+    leaf = graph64[var].detach().clone().requires_grad_(True)
+    t = dict(graph64)
+    t[var] = leaf
+    live = {var}
+    with torch.enable_grad():
+        for name, expression in lines:
+            if name not in held and reads(expression) & live:
+                t[name] = evaluate(expression, t)
+                live.add(name)
+            if name == consumer:
+                break
+        if consumer not in live:  # the consumer does not depend on the variable at all
+            return torch.zeros_like(leaf).detach()
+        # J^T g is the gradient of the scalar <out, g>. (Passing g as grad_outputs instead would
+        # make torch import its symbolic-shapes machinery, half a second per grading process.)
+        (grad,) = torch.autograd.grad((t[consumer] * upstream).sum(), leaf, allow_unused=True)
+    return torch.zeros_like(leaf).detach() if grad is None else grad.detach()
+
+
+def to_float64(graph: Mapping[str, Any]) -> dict[str, Any]:
+    """The same values in float64; integer tensors (Xb, Yb) and sizes are kept as they are."""
+    return {
+        k: v.detach().double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+        for k, v in graph.items()
+    }
+
+
+# --- evidence: how an answer relates to the reference -------------------------------------------
+
+FLOOR = 10.0
+"""A target whose largest entry is below ``FLOOR * tol`` is treated as zero in that case."""
+
+CLOSE = 2e-3
+"""Relative agreement required between a fitted factor and a named one (``(n-1)/n``, ``2``...):
+fits are accurate to about ``RTOL`` relative, while the nearest named factors differ by >1%."""
+
+
+def as64(t: torch.Tensor) -> torch.Tensor:
+    """The answer as float64 (integer and bool answers too), for comparison with references."""
+    return t.detach().to(torch.float64)
+
+
+def close(x: float, y: float) -> bool:
+    """``x`` and ``y`` agree to ``CLOSE``, relatively (absolutely when ``y`` is 0)."""
+    return abs(x - y) <= CLOSE * max(abs(y), 1e-3 if y == 0 else 0.0)
+
+
+def maxabs(t: torch.Tensor) -> float:
+    """``max |t|`` (0 for an empty tensor, inf when ``t`` holds a nan or an inf)."""
+    if t.numel() == 0:
+        return 0.0
+    m = t.abs().max()
+    return float(m) if bool(torch.isfinite(m)) else math.inf
+
+
+def fit_factor(
+    answer: torch.Tensor, target: torch.Tensor, tol: float, base: torch.Tensor | None = None
+) -> float | None:
+    """The scalar ``c`` with ``answer = base + c * target`` within ``tol * max(1, |c|)``, or None.
+
+    ``c = <a - b, t> / <t, t>`` (least squares). None when the shapes differ, the target is
+    negligible (``max |t| <= FLOOR * tol``), or the best ``c`` still leaves a residual above the
+    bound: then no single factor explains the answer.
+    """
+    if answer.shape != target.shape or maxabs(target) <= FLOOR * tol:
+        return None
+    a = as64(answer) - (base if base is not None else 0.0)
+    if not bool(torch.isfinite(a).all()):
+        return None
+    t = target.flatten()
+    c = float(a.flatten() @ t / (t @ t))
+    residual = maxabs(a - c * target)
+    return c if residual <= tol * max(1.0, abs(c)) else None
+
+
+def factor_name(factors: Sequence[tuple[float, int]]) -> str | None:
+    """Name the factor ``c`` fitted in each failing case, given that case's batch size ``n``.
+
+    Returns ``"bessel"`` when ``c = (n-1)/n`` in every case (``1/n`` written for ``1/(n-1)``),
+    ``"bessel-inverse"`` for ``c = n/(n-1)``, ``"missing-1/n"`` for ``c = n``, ``"extra-1/n"``
+    for ``c = 1/n``, ``"missing-1/(n-1)"`` for ``c = n-1``, ``"double"`` for ``c = 2``, ``"half"``
+    for ``c = 1/2``, ``"constant"`` for any other constant ``c`` (not 0 or 1) shared by all
+    cases, and None when the factors follow no such rule (or there are none). A rule in ``n`` is
+    only believed when the cases cover two batch sizes or more (with one ``n`` it is a constant).
+    """
+    if not factors:
+        return None
+    rules = {
+        "bessel": lambda n: (n - 1) / n,
+        "bessel-inverse": lambda n: n / (n - 1),
+        "missing-1/n": lambda n: float(n),
+        "extra-1/n": lambda n: 1.0 / n,
+        "missing-1/(n-1)": lambda n: float(n - 1),
+    }
+    several = len({n for _, n in factors}) > 1
+    for name, rule in rules.items():
+        if several and all(close(c, rule(n)) for c, n in factors):
+            return name
+    for name, value in (("double", 2.0), ("half", 0.5)):
+        if all(close(c, value) for c, _ in factors):
+            return name
+    c0 = factors[0][0]
+    if not close(c0, 1.0) and not close(c0, 0.0) and all(close(c, c0) for c, _ in factors):
+        return "constant"
+    return None
+
+
+def transposed_match(answer: torch.Tensor, ref: torch.Tensor, tol: float) -> bool:
+    """A 2-D answer of shape ``ref.T.shape`` (not square) whose transpose is the reference."""
+    if answer.dim() != 2 or ref.dim() != 2 or answer.shape != ref.T.shape:
+        return False
+    if answer.shape == ref.shape:
+        return False
+    return maxabs(as64(answer).T - ref) <= tol
+
+
+def shape_slip(got: Sequence[int], want: Sequence[int]) -> str:
+    """Classify a wrong shape against the variable's shape.
+
+    - ``"missing-keepdim"``: ``got`` is ``want`` without its size-1 dimensions, ``(64,)`` for
+      ``(1, 64)``: a sum that dropped the dimension it ran over;
+    - ``"extra-keepdim"``: ``got`` is ``want`` with size-1 dimensions added, ``(1, 27)`` for
+      ``(27,)``;
+    - ``"not-summed"``: same rank, and ``got`` is larger exactly where ``want`` has size 1: the
+      broadcast dimension was never summed over;
+    - ``"summed"``: same rank, and ``got`` has size 1 exactly where ``want`` is larger: a sum
+      over a dimension that was never broadcast;
+    - ``"wrong-dim"``: same rank, both have size-1 dimensions but in different places, ``(32, 1)``
+      for ``(1, 64)``: the sum ran over the other dimension;
+    - ``"reshaped"``: the same number of elements, arranged differently;
+    - ``"other"``.
+    """
+    got, want = tuple(got), tuple(want)
+    squeezed = [s for s in got if s != 1]
+    if squeezed == [s for s in want if s != 1] and got != want:
+        if len(got) < len(want):
+            return "missing-keepdim"
+        if len(got) > len(want):
+            return "extra-keepdim"
+    if len(got) == len(want):
+        diff = [i for i in range(len(got)) if got[i] != want[i]]
+        if diff and all(want[i] == 1 for i in diff):
+            return "not-summed"
+        if diff and all(got[i] == 1 for i in diff):
+            return "summed"
+        if diff and 1 in got and 1 in want and any(got[i] == 1 for i in diff):
+            return "wrong-dim"
+    if math.prod(got) == math.prod(want):
+        return "reshaped"
+    return "other"
+
+
+def wrong_rows(
+    answer: torch.Tensor, ref: torch.Tensor, uses: torch.Tensor, tol: float
+) -> tuple[set[int], set[int]]:
+    """Rows of a table's gradient that differ from the reference, and the rows the batch uses
+    more than once (``uses[r]`` = how often row ``r`` is used)."""
+    if answer.shape != ref.shape or ref.dim() != 2:
+        return set(), set()
+    per_row = (as64(answer) - ref).abs().amax(dim=1)  # (rows,)
+    wrong = {int(r) for r in torch.nonzero(~(per_row <= tol)).flatten()}
+    repeated = {int(r) for r in torch.nonzero(uses > 1).flatten()}
+    return wrong, repeated

@@ -1,0 +1,296 @@
+"""Evidence tests for diagnoses: pure functions of tensors (and, as support only, of source text).
+
+Every test compares a student's answer ``a`` (any float dtype, compared in float64) with the
+float64 reference ``r`` of one case, within that case's tolerance ``tol`` (the engine's
+``RTOL * scale``). They run in the trusted parent and only for failing steps, so they may be
+thorough but stay cheap: a few reductions over tensors of at most a few thousand elements.
+
+The central test is a least-squares fit of one scalar. For a target ``t`` and a base ``b``
+(zero unless stated),
+
+    c* = <a - b, t> / <t, t>,     accepted when   max |a - b - c* t|  <=  tol * max(1, |c*|)
+
+and ``t`` is not negligible (``max |t| > FLOOR * tol``: a target that is ~0 in a case says
+nothing about a factor there). With ``t = r`` this recognises a flipped sign (``c* = -1``) and a
+wrong scale (``c*`` a constant, or a function of the batch size ``n`` such as ``(n-1)/n``). With
+``t = r_i`` the term of one consumer (one *branch* of the chain rule) and ``b = r - r_i``, it
+recognises a missing branch (``c* = 0``), a branch with the wrong sign (``c* = -1``) and a branch
+with the wrong factor.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import tokenize
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from ..core.cases import Case
+from ..core.portable import (
+    FLOOR,
+    as64,
+    close,
+    factor_name,
+    fit_factor,
+    maxabs,
+)
+from ..core.portable import wrong_rows as portable_wrong_rows
+from ..exercises.definition import LECTURE, Step
+from ..grading.answers import Answer
+
+MAX_BROADCAST = 1 << 20
+"""The largest broadcast :func:`broadcast_match` materialises (answers come from untrusted code,
+and a broadcast of two shapes can be far larger than either)."""
+
+
+def _lecture_sizes() -> dict[int, str]:
+    sizes = LECTURE.sizes()
+    named = {value: name for name, value in sizes.items()}
+    named[sizes["block_size"] * sizes["n_embd"]] = "block_size * n_embd"
+    named[sizes["n"] - 1] = "n - 1"
+    named[sizes["n"] * sizes["block_size"]] = "n * block_size"
+    return named
+
+
+LECTURE_SIZES: dict[int, str] = _lecture_sizes()
+"""Integer literals that stand for a size at the lecture's configuration, and what they mean
+(the sizes of :data:`autograder.exercises.definition.LECTURE`)."""
+
+
+def broadcast_match(answer: torch.Tensor, ref: torch.Tensor, tol: float) -> bool:
+    """The answer has another shape, yet broadcasting the two together makes them agree: the
+    lecture's ``cmp`` (``torch.allclose`` broadcasts) would have reported it as right."""
+    if answer.shape == ref.shape:
+        return False
+    try:
+        shape = torch.broadcast_shapes(answer.shape, ref.shape)
+    except RuntimeError:
+        return False
+    if math.prod(shape) > MAX_BROADCAST:  # (2**24, 1) against (1, 64): not in the parent
+        return False
+    return maxabs(as64(answer).expand(shape) - ref.expand(shape)) <= tol
+
+
+def reshape_match(answer: torch.Tensor, ref: torch.Tensor, tol: float) -> bool:
+    """The right numbers in the right order, in another shape (a view not undone)."""
+    if answer.shape == ref.shape or answer.numel() != ref.numel():
+        return False
+    return maxabs(as64(answer).reshape(ref.shape) - ref) <= tol
+
+
+USES = ("position", "example")
+"""Labels of dC's terms: one use of C per position of the context, or per example of the batch."""
+
+
+def branch_terms(case: Case, step: Step) -> list[tuple[str, torch.Tensor]]:
+    """The terms whose sum is the reference, labelled, for the branch tests.
+
+    For a step with several consumers: one term per consumer, labelled by the consumer. For a
+    scatter into a table (dC: one consumer, ``emb = C[Xb]``, but one path per use of a row): the
+    term of each position
+    ``j`` of the context, ``P_j[v] = sum over i with Xb[i, j] = v of demb[i, j]``, labelled
+    ``"position"``, and the term of each example ``i`` of the batch,
+    ``E_i[v] = sum over j with Xb[i, j] = v of demb[i, j]``, labelled ``"example"``; so a loop
+    that skips one position, or one example, leaves out a branch. Single-path steps have no
+    terms: their only "branch" is the whole reference.
+    """
+    if len(step.consumers) > 1:
+        return list(case.branches(step).items())
+    if step.scatter is None or not step.upstream:
+        return []
+    Xb, demb = case.graph[step.scatter.index], case.upstream[step.upstream[0]].double()
+    if Xb.dim() != 2 or demb.dim() != 3:
+        return []
+    n, block = Xb.shape
+    empty = torch.zeros(case.graph[step.var].shape[0], demb.shape[2], dtype=torch.float64)
+    terms = [("position", empty.clone().index_add_(0, Xb[:, j], demb[:, j])) for j in range(block)]
+    terms += [("example", empty.clone().index_add_(0, Xb[i], demb[i])) for i in range(n)]
+    return terms
+
+
+@dataclass(frozen=True)
+class Relation:
+    """How a wrong answer relates to the reference, the same way in every failing case.
+
+    ``kind`` is ``"sign-flip"``, ``"missing-branch"`` or ``"wrong-scale"``; ``branch`` is the
+    consumer whose term is changed (``"position"`` or ``"example"`` for one use of a row of C,
+    see :data:`USES`), None when the whole answer is; ``factor`` names the wrong factor (see
+    :func:`factor_name`) for wrong-scale.
+    """
+
+    kind: str
+    branch: str | None = None
+    factor: str | None = None
+
+
+def relation(step: Step, failing: Sequence[tuple[Case, torch.Tensor, float]]) -> Relation | None:
+    """The one simple change that turns the reference into the answer in every failing case.
+
+    ``failing`` holds ``(case, answer, tol)`` for every failing case, each answer of the right
+    shape. Tried in this order, each with :func:`fit_factor`:
+
+    1. ``a = -r``: sign-flip of the whole answer;
+    2. for each branch ``i`` (:func:`branch_terms`), ``a = (r - r_i) + c r_i``: ``c = 0`` is a
+       missing branch, ``c = -1`` a branch with the wrong sign, a named ``c`` (``factor_name``,
+       given each case's ``n``) a branch with the wrong factor;
+    3. ``a = c r`` with a named ``c``: wrong-scale of the whole answer.
+
+    None when no such change explains every failing case.
+    """
+    if not failing:
+        return None
+    whole = [fit_factor(a, case.reference(step), tol) for case, a, tol in failing]
+    if all(f is not None and close(f, -1.0) for f in whole):
+        return Relation("sign-flip")
+    per_case = [branch_terms(case, step) for case, _, _ in failing]
+    for label in dict.fromkeys(label for label, _ in per_case[0]):
+        factors: list[tuple[float, int]] = []
+        for (case, a, tol), terms in zip(failing, per_case, strict=True):
+            ref = case.reference(step)
+            mine = [t for lab, t in terms if lab == label]
+            if all(maxabs(t) <= FLOOR * tol for t in mine):
+                continue  # the branch is ~0 in this case: it says nothing about a factor
+            fits = [fit_factor(a, t, tol, base=ref - t) for t in mine]
+            good = [f for f in fits if f is not None]
+            zero = [f for f in good if close(f, 0.0)]
+            factors.append(((zero or good or [math.nan])[0], case.config.batch_size))
+        if not factors:
+            continue
+        if all(close(f, 0.0) for f, _ in factors):
+            return Relation("missing-branch", label)
+        if all(close(f, -1.0) for f, _ in factors):
+            return Relation("sign-flip", label)
+        kind = factor_name(factors) if label not in USES else None
+        if kind is not None:
+            return Relation("wrong-scale", label, kind)
+    if all(f is not None for f in whole):
+        sizes = [case.config.batch_size for case, _, _ in failing]
+        kind = factor_name([(f, n) for f, n in zip(whole, sizes, strict=True) if f is not None])
+        if kind is not None:
+            return Relation("wrong-scale", None, kind)
+    return None
+
+
+def wrong_rows(case: Case, step: Step, answer: Answer, tol: float) -> tuple[set[int], set[int]]:
+    """Rows of an answer for a table (dC) that differ from the reference, and the rows the batch
+    repeats."""
+    if answer.tensor is None:
+        return set(), set()
+    return portable_wrong_rows(answer.tensor, case.reference(step), case.row_uses(step), tol)
+
+
+def is_lecture_size(case: Case) -> bool:
+    """The case has the lecture's sizes (its upstream gradients may still be random)."""
+    return case.spec.lecture_sizes
+
+
+# ---------------------------------------------------------------------------------------------
+# the source, as supporting evidence only
+
+
+def tokens(code: str) -> list[tokenize.TokenInfo]:
+    """The code's tokens (comments, strings and a broken tail are simply left out)."""
+    out: list[tokenize.TokenInfo] = []
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+            out.append(tok)
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        pass
+    return [t for t in out if t.type in (tokenize.NAME, tokenize.NUMBER, tokenize.OP)]
+
+
+AUTOGRAD_NAMES = frozenset(
+    {"autograd", "backward", "retain_grad", "requires_grad", "requires_grad_", "enable_grad"}
+    | {"set_grad_enabled", "grad_fn", "functorch"}
+)
+"""Names that mean autograd wherever they occur."""
+
+AUTOGRAD_ATTRIBUTES = frozenset({"grad", "vjp", "jacrev", "jacobian", "func"})
+"""Names that mean autograd as attributes (``C.grad``, ``torch.func.vjp``), not as variables
+(a student may well call a temporary ``grad``)."""
+
+
+def autograd_names(code: str) -> list[str]:
+    """Names of autograd machinery the code mentions (comments and strings ignored)."""
+    found: list[str] = []
+    toks = tokens(code)
+    for i, tok in enumerate(toks):
+        attribute = i > 0 and toks[i - 1].string == "."
+        if (
+            tok.type == tokenize.NAME
+            and tok.string not in found
+            and (tok.string in AUTOGRAD_NAMES or (attribute and tok.string in AUTOGRAD_ATTRIBUTES))
+        ):
+            found.append(tok.string)
+    return found
+
+
+TAMPER_NAMES = frozenset(
+    {
+        "autograder",
+        "_getframe",
+        "f_back",
+        "f_locals",
+        "f_globals",
+        "f_builtins",
+        "tb_frame",
+        "gc",
+        "inspect",
+        "ctypes",
+        "__closure__",
+        "__globals__",
+        "cell_contents",
+        "settrace",
+        "setprofile",
+        "_spied",
+    }
+)
+"""Names with which code reaches into the interpreter or the grader instead of computing."""
+
+
+def tamper_names(code: str) -> list[str]:
+    """Names of interpreter or grader internals the code mentions (comments, strings ignored)."""
+    found: list[str] = []
+    for tok in tokens(code):
+        if tok.type == tokenize.NAME and tok.string in TAMPER_NAMES and tok.string not in found:
+            found.append(tok.string)
+    return found
+
+
+def size_literals(code: str) -> list[int]:
+    """Integer literals in the code that equal one of the lecture's sizes (see LECTURE_SIZES),
+    exponents left out (``bnvar_inv**3`` is no size)."""
+    found: list[int] = []
+    toks = tokens(code)
+    for i, tok in enumerate(toks):
+        before = [t.string for t in toks[max(0, i - 2) : i]]
+        if before[-1:] == ["**"] or before == ["**", "-"]:
+            continue  # an exponent: bnvar_inv**3, x**-3
+        if tok.type == tokenize.NUMBER and tok.string.isdigit():
+            value = int(tok.string)
+            if value in LECTURE_SIZES and value not in found:
+                found.append(value)
+    return found
+
+
+def one_hot_without_classes(code: str) -> bool:
+    """The code calls ``one_hot`` and never passes ``num_classes`` (neither by keyword nor as a
+    second argument). Checked loosely: any second argument counts as the number of classes."""
+    toks = tokens(code)
+    names = [t.string for t in toks]
+    if "one_hot" not in names or "num_classes" in names:
+        return False
+    for i, t in enumerate(toks):
+        if t.string != "one_hot" or i + 1 >= len(toks) or toks[i + 1].string != "(":
+            continue
+        depth = 0
+        for u in toks[i + 1 :]:
+            depth += {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}.get(u.string, 0)
+            if depth == 1 and u.string == ",":
+                break  # a second argument
+            if depth == 0:
+                return True
+    return False

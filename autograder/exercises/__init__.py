@@ -1,0 +1,41 @@
+"""The kit's exercises, each a value (:class:`~autograder.exercises.definition.Exercise`).
+
+``EXERCISES`` maps an nbgrader assignment id to its exercise; everything that grades, builds or
+reports takes one of them. Adding an exercise means writing a module like
+:mod:`autograder.exercises.backprop_ninja` and listing its value here.
+"""
+
+from __future__ import annotations
+
+from .backprop_ninja import EXERCISE as BACKPROP_NINJA
+from .definition import ROOT, CaseSpec, Config, Exercise, Line, Scatter, Step, Text
+
+EXERCISES: dict[str, Exercise] = {e.id: e for e in (BACKPROP_NINJA,)}
+"""Every exercise of the kit, by assignment id, in the lecture's order."""
+
+DEFAULT = BACKPROP_NINJA
+"""The exercise a notebook is taken for when nothing says otherwise (Exercise 1)."""
+
+
+def get(exercise_id: str) -> Exercise:
+    """The exercise with this assignment id; KeyError naming the known ids otherwise."""
+    try:
+        return EXERCISES[exercise_id]
+    except KeyError:
+        known = ", ".join(EXERCISES)
+        raise KeyError(f"no exercise {exercise_id!r}; the kit has: {known}") from None
+
+
+__all__ = [
+    "DEFAULT",
+    "EXERCISES",
+    "ROOT",
+    "CaseSpec",
+    "Config",
+    "Exercise",
+    "Line",
+    "Scatter",
+    "Step",
+    "Text",
+    "get",
+]

@@ -1,0 +1,196 @@
+"""Reading a submitted notebook: which exercise it is, and the answer code of each step.
+
+A kit notebook's answers are the code cells whose nbgrader ``grade_id`` is a step's name; which
+exercise the notebook belongs to is written in its metadata (``backprop_ninja.exercise``) by the
+kit, and otherwise recognised from its grade ids. A notebook in the lecture's own format has no
+grade ids at all; :mod:`autograder.grading.lecture` reads those.
+
+Nothing here executes anything. A file that is not a readable notebook is a submission error; a
+missing, renamed or duplicated answer cell costs only its own step, with a reason.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..exercises import DEFAULT, EXERCISES, Exercise
+
+MAX_NOTEBOOK_BYTES = 50 * 2**20
+"""A notebook larger than this is refused unread (a real one is well under 1 MB)."""
+
+MAX_CELL_CHARS = 100_000
+"""An answer cell longer than this is not run."""
+
+METADATA_KEY = "backprop_ninja"
+"""The notebook metadata the kit writes: ``{"exercise": "<assignment id>"}``."""
+
+
+class SubmissionError(Exception):
+    """The file cannot be graded at all; the message says why, in words for the student."""
+
+
+@dataclass
+class Submission:
+    """The answer code of a notebook, by step name, and what was wrong with its cells."""
+
+    path: Path
+    exercise: Exercise
+    answers: dict[str, str] = field(default_factory=dict)
+    problems: dict[str, str] = field(default_factory=dict)  # step name -> why it has no answer
+    where: dict[str, str] = field(default_factory=dict)  # step name -> where its answer is
+    format: str = "kit"
+
+
+def grade_id(cell: Any) -> str | None:
+    """A cell's nbgrader grade_id, if it has one."""
+    meta = cell.get("metadata", {}) if isinstance(cell, dict) else {}
+    nb = meta.get("nbgrader") if isinstance(meta, dict) else None
+    gid = nb.get("grade_id") if isinstance(nb, dict) else None
+    return gid if isinstance(gid, str) else None
+
+
+def source(cell: Any) -> str:
+    """A cell's source as one string."""
+    src = cell.get("source", "") if isinstance(cell, dict) else ""
+    return "".join(s for s in src if isinstance(s, str)) if isinstance(src, list) else str(src)
+
+
+def read_notebook(path: Path) -> dict[str, Any]:
+    """Load a notebook as a plain dict, or raise SubmissionError saying what is wrong.
+
+    Version-4 notebooks are read as JSON and checked for the structure grading uses (a list of
+    cells, each a dict); full schema validation is skipped, since nothing but the cells' type,
+    source and nbgrader metadata is read. Older notebooks go through nbformat's converter.
+    """
+    try:
+        size = path.stat().st_size
+    except OSError as e:
+        raise SubmissionError(f"cannot read the file: {e.strerror or e}") from None
+    if size == 0:
+        raise SubmissionError("the file is empty; submit the notebook saved from Jupyter")
+    if size > MAX_NOTEBOOK_BYTES:
+        raise SubmissionError(f"the file is {size} bytes, too large to be this notebook")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        raise SubmissionError("the file is not text (not a Jupyter notebook)") from None
+    return parse_notebook(text)
+
+
+def parse_notebook(text: str) -> dict[str, Any]:
+    """A notebook from its JSON text (see :func:`read_notebook`)."""
+    try:
+        nb = json.loads(text)
+    except (ValueError, RecursionError):
+        raise SubmissionError(
+            "the file is not a Jupyter notebook (it is not notebook JSON)"
+        ) from None
+    if not isinstance(nb, dict):
+        raise SubmissionError("the file is not a Jupyter notebook (it has no cells)")
+    if nb.get("nbformat") in (1, 2, 3) or "worksheets" in nb:
+        nb = _converted(text)
+    cells = nb.get("cells")
+    if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):
+        raise SubmissionError("the file is not a Jupyter notebook (it has no cells)")
+    return nb
+
+
+def _converted(text: str) -> dict[str, Any]:
+    import nbformat  # only for notebooks older than version 4
+
+    try:
+        return dict(nbformat.reads(text, as_version=4))
+    except Exception as e:  # nbformat raises assorted errors on odd JSON; none may stop a batch
+        raise SubmissionError(f"the notebook cannot be read: {type(e).__name__}") from None
+
+
+def exercise_of(nb: dict[str, Any]) -> Exercise | None:
+    """The exercise a kit notebook belongs to: its metadata, else the exercise whose step names
+    most of its grade ids match; None when no grade id names a step (not a kit notebook)."""
+    meta = nb.get("metadata")
+    if isinstance(meta, dict):
+        ours = meta.get(METADATA_KEY)
+        if isinstance(ours, dict) and ours.get("exercise") in EXERCISES:
+            return EXERCISES[ours["exercise"]]
+    ids = {g for g in (grade_id(c) for c in nb["cells"]) if g}
+    if not ids:
+        return None
+    best = max(
+        EXERCISES.values(),
+        key=lambda ex: len(ids & (set(ex.by_name) | set(ex.by_test_id))),
+    )
+    if not ids & (set(best.by_name) | set(best.by_test_id)):
+        return None
+    return best
+
+
+def extract_answers(nb: dict[str, Any], path: Path, exercise: Exercise | None = None) -> Submission:
+    """The code of each step's answer cell (a code cell whose grade_id is the step's name)."""
+    ex = exercise or exercise_of(nb) or DEFAULT
+    found: dict[str, list[tuple[int, str]]] = {}
+    for index, cell in enumerate(nb["cells"], start=1):
+        if cell.get("cell_type") != "code":
+            continue
+        gid = grade_id(cell)
+        if gid is not None:
+            found.setdefault(gid, []).append((index, source(cell)))
+    sub = Submission(path=path, exercise=ex)
+    for step in ex.steps:
+        cells = found.get(step.name, [])
+        if not cells:
+            sub.problems[step.name] = (
+                f"no answer cell with grade id '{step.name}' was found: the cell was deleted or "
+                "its metadata changed; answer in the notebook's own cell for this step"
+            )
+        elif len(cells) > 1:
+            sub.problems[step.name] = (
+                f"{len(cells)} cells carry the grade id '{step.name}' (a copied cell?); keep one "
+                "answer cell per step"
+            )
+        elif len(cells[0][1]) > MAX_CELL_CHARS:
+            sub.problems[step.name] = "the answer cell is too long to be graded"
+        else:
+            sub.answers[step.name] = cells[0][1]
+            sub.where[step.name] = f"cell {cells[0][0]}"
+    return sub
+
+
+def load_submission(path: Path) -> Submission:
+    """Read ``path`` and extract its answers; raises SubmissionError if it is not a notebook."""
+    nb = read_notebook(path)
+    return extract_answers(nb, path)
+
+
+def find_notebooks(paths: list[Path]) -> list[Path]:
+    """Files as given; folders searched recursively for ``*.ipynb``, checkpoints skipped."""
+    out: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            out += sorted(
+                q for q in p.rglob("*.ipynb") if ".ipynb_checkpoints" not in q.parts and q.is_file()
+            )
+        else:
+            out.append(p)
+    seen: set[Path] = set()
+    unique = []
+    for p in out:
+        if p not in seen:
+            seen.add(p)
+            unique.append(p)
+    return unique
+
+
+def is_stub(code: str) -> bool:
+    """True for an answer cell left as released: only comments and ``raise
+    NotImplementedError(...)`` (with or without a message)."""
+    lines = [ln.strip() for ln in code.splitlines()]
+    body = [ln for ln in lines if ln and not ln.startswith("#")]
+    if len(body) != 1:
+        return not body
+    line = body[0]
+    return line == "raise NotImplementedError" or (
+        line.startswith("raise NotImplementedError(") and line.endswith(")")
+    )

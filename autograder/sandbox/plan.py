@@ -1,0 +1,153 @@
+"""What a sandbox may see and how it is confined: the plan handed to :mod:`launch`.
+
+The sandbox sees only what its interpreter needs, read-only: the system's libraries, the Python
+installation, and the virtual environment's ``bin`` and ``lib`` folders (site-packages, where
+torch is). It never sees the folders on ``sys.path`` that are no part of an installation (the
+course root that nbgrader puts there, a clone of the kit, the working directory), and where the
+kit itself is installed into site-packages, that folder is covered by an empty one: the
+sandbox's only code of the kit is the runner, copied in.
+
+:func:`choose_mode` decides how: ``userns`` (the kit's own launcher) where unprivileged user
+namespaces work, else ``bwrap`` where bubblewrap is installed and works (Ubuntu's AppArmor
+policy lets its ``bwrap`` create them), else nothing, and the grader refuses to run untrusted
+code unless told to accept the risk (``mode="none"``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import sysconfig
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+Mode = Literal["userns", "bwrap", "none"]
+
+SANDBOX_DIR = Path(__file__).resolve().parent
+"""This folder: the runner's three files are copied from here into each sandbox."""
+
+KIT_DIR = SANDBOX_DIR.parent
+"""The kit's package (``autograder``): never visible inside a sandbox."""
+
+RUNNER_FILES = ("runner.py", "wire.py", "seccomp.py")
+"""The kit's only code inside a sandbox."""
+
+SYSTEM_PATHS = (
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib64",
+    "/lib32",
+    "/libx32",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+    "/etc/alternatives",
+    "/etc/passwd",
+    "/etc/group",
+)
+"""The system's libraries and loader configuration, and the user names (no secrets)."""
+
+ENV_KEPT = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
+"""Environment variables a sandbox keeps; every other one (tokens, paths) is dropped."""
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """How sandboxes are confined on this machine, for reports and refusals."""
+
+    mode: Mode
+    reason: str  # why this mode (and why not the stronger ones)
+
+
+def _is_under(path: str, parent: str) -> bool:
+    path, parent = os.path.normpath(path), os.path.normpath(parent)
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+def interpreter_paths() -> tuple[list[str], list[str]]:
+    """(paths to bind read-only, paths to cover) for this interpreter (see the module doc)."""
+    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    binds: set[str] = set()
+    for prefix in prefixes:
+        for part in ("bin", "lib", "lib64", "pyvenv.cfg"):
+            path = os.path.join(prefix, part)
+            if os.path.lexists(path):
+                binds.add(path)
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        found = sysconfig.get_paths().get(key)
+        if found and os.path.isdir(found):
+            binds.add(found)
+    for entry in sys.path:
+        if not entry or not os.path.exists(entry):
+            continue
+        installed = any(_is_under(entry, p) for p in prefixes)
+        named = os.path.basename(entry.rstrip("/")) in ("site-packages", "dist-packages")
+        if installed or named:
+            binds.add(entry)
+    # The interpreter binary may be a symlink into another installation (pyenv, a venv).
+    exe = sys.executable
+    for path in (exe, os.path.realpath(exe)):
+        binds.add(os.path.dirname(path))
+    real = {os.path.realpath(p) for p in binds}
+    binds |= real
+    kit = str(KIT_DIR)
+    # A bind inside another is already visible (and would hide nothing): keep the outer one.
+    outer = sorted(p for p in binds if not any(q != p and _is_under(p, q) for q in binds))
+    hide = [kit] if any(_is_under(kit, p) for p in outer) else []
+    hide += [
+        str(p)
+        for p in KIT_DIR.parent.glob("backprop_ninja-*.dist-info")
+        if any(_is_under(str(p), q) for q in outer)
+    ]
+    return outer, hide
+
+
+def make_plan(
+    mode: Mode,
+    control_fd: int,
+    tmp_bytes: int,
+    runner_copy: str,
+    cgroup: str | None = None,
+    scratch: str = "",
+) -> dict[str, Any]:
+    """The JSON plan :mod:`launch` reads (see its docstring)."""
+    binds, hide = interpreter_paths()
+    env = {k: os.environ[k] for k in ENV_KEPT if k in os.environ}
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0")
+    for key in ("BACKPROP_NINJA_SECCOMP",):
+        if key in os.environ:
+            env[key] = os.environ[key]
+    return {
+        "mode": mode,
+        "control_fd": control_fd,
+        "python": sys.executable,
+        "binds": [p for p in SYSTEM_PATHS if os.path.lexists(p)] + binds,
+        "hide": hide,
+        "tmp_bytes": tmp_bytes,
+        "nobody": os.geteuid() == 0 and mode != "none",
+        "nproc": 0,
+        "runner_dir": str(SANDBOX_DIR),
+        "runner_files": list(RUNNER_FILES),
+        "runner_copy": runner_copy,
+        "scratch": scratch,
+        "cgroup": cgroup,
+        "env": env,
+        "bwrap": shutil.which("bwrap") or "",
+    }
+
+
+def runner_copy() -> str:
+    """A private folder holding copies of the runner's files (bind-mounted by bwrap, run in
+    place without confinement); removed by the caller."""
+    folder = tempfile.mkdtemp(prefix="backprop-ninja-runner-")
+    for name in RUNNER_FILES:
+        shutil.copyfile(SANDBOX_DIR / name, os.path.join(folder, name))
+    os.chmod(folder, 0o755)
+    return folder
