@@ -8,7 +8,7 @@ import torch
 
 from autograder.core.cases import build
 from autograder.core.model import lecture_graph, true_gradients
-from autograder.core.portable import evaluate
+from autograder.core.portable import autograd_training, evaluate
 from autograder.exercises import DEFAULT, EXERCISES, ROOT
 from autograder.exercises.definition import Exercise, Line
 
@@ -34,6 +34,8 @@ def test_references_equal_autograd_on_the_lecture_case(ex: Exercise) -> None:
     lecture = build(ex, 0)[0]
     true = true_gradients(ex, lecture_graph(ex))
     for s in ex.steps:
+        if s.kind == "training":
+            continue
         ref = lecture.reference(s)
         assert ref.shape == true[s.name].shape, s.name
         assert torch.allclose(ref, true[s.name].double(), atol=1e-6), s.name
@@ -86,6 +88,28 @@ def test_a_step_names_an_existing_variable_and_consumers() -> None:
             text=DEFAULT.text,
             leaf_shapes=DEFAULT.leaf_shapes,
         )
+
+
+@pytest.mark.parametrize("ex", EXERCISES.values(), ids=list(EXERCISES))
+def test_the_named_parts_of_a_fused_reference_add_up_to_it(ex: Exercise) -> None:
+    for case in build(ex, 3):
+        for step in (s for s in ex.steps if s.terms):
+            total = sum(t for _, t in case.terms(step))
+            ref = case.reference(step)
+            assert float((total - ref).abs().max()) <= 1e-6 * float(ref.abs().max()), step.name
+
+
+def test_a_training_reference_is_the_loss_of_each_batch_and_training_changes_it() -> None:
+    ex = EXERCISES["manual_training"]
+    [update] = [s for s in ex.steps if s.kind == "training"]
+    for case in build(ex, 3):
+        losses = case.reference(update)
+        g = case.graph
+        params = {k: g[k] for k in ex.parameters}
+        still = autograd_training(ex.pass_lines, params, g["Xbs"], g["Ybs"], 0.0)
+        assert losses.shape == still.shape == (g["Xbs"].shape[0],)
+        assert float(losses[0]) == pytest.approx(float(still[0]))  # the same start ...
+        assert float((losses - still).abs().max()) > 1e-2, case.name  # ... then it learns
 
 
 def test_the_root_is_the_loss_and_every_exercise_ends_there() -> None:

@@ -11,7 +11,7 @@ import os
 import re
 import shutil
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +23,14 @@ from nbclient.exceptions import CellExecutionError
 from nbformat.notebooknode import NotebookNode
 
 from autograder.core.model import lecture_graph
+from autograder.course import templates
 from autograder.course.build import BUGGY_ANSWERS, BuildError, build, generate, paths
 from autograder.course.notebook import source_notebook
 from autograder.exercises import DEFAULT, EXERCISES, Exercise
+from autograder.grading.engine import Grader
 from autograder.grading.results import StepResult
 
-from .corpus import ALL, RIGHT, WRONG
+from .corpus import RIGHT, WRONG
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 KERNEL_TIMEOUT = 300
@@ -404,20 +406,35 @@ except AssertionError as e:
     print("VERDICT fail", str(e).split("]")[0].split("[")[-1])"""
 
 
-@pytest.fixture(scope="module")
-def notebook_verdicts(
-    names_txt: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[dict[tuple[str, str], tuple[bool, str]]]:
-    """Every corpus answer and model answer run in one real kernel as a student would: the
-    notebook's setup, then per answer its cell and its check; (passed, first code) each."""
-    workdir = tmp_path_factory.mktemp("corpus-run")
-    nb = read(REPO_ROOT / P["release"])
-    setup = [
+Verdicts = dict[tuple[str, str], tuple[bool, str]]
+
+
+def corpus_of(ex: Exercise) -> list[tuple[str, str, bool]]:
+    """(step, code, right) for every corpus answer and model answer of ``ex``."""
+    from .corpus_lecture import RIGHT as LECTURE_RIGHT
+    from .corpus_lecture import WRONG as LECTURE_WRONG
+
+    if ex.id == EX.id:
+        out = [(a.step, a.code, False) for a in WRONG] + [(a.step, a.code, True) for a in RIGHT]
+    else:
+        out = [(a.step, a.code, False) for e, a in LECTURE_WRONG if e == ex.id]
+        out += [(a.step, a.code, True) for e, a in LECTURE_RIGHT if e == ex.id]
+    return out + [(s.name, s.answer, True) for s in ex.steps]
+
+
+def kernel_verdicts(ex: Exercise, names_txt: Path, workdir: Path) -> Verdicts:
+    """Every corpus answer and model answer of ``ex`` run in one real kernel as a student would:
+    the released notebook's setup, then per answer its cell and its check; a training step's
+    answers after the model answers of every gradient cell. (passed, first code) each."""
+    nb = read(REPO_ROOT / paths(ex)["release"])
+    nb.cells = [
         c
         for c in nb.cells
-        if not nbgrader_meta(c).get("grade") and not nbgrader_meta(c).get("solution")
+        if c.cell_type == "code"
+        and not nbgrader_meta(c).get("grade")
+        and not nbgrader_meta(c).get("solution")
+        and c.get("id") != "train_and_sample"
     ]
-    nb.cells = [c for c in setup if c.cell_type == "code"]
     client = NotebookClient(
         nb,
         timeout=KERNEL_TIMEOUT,
@@ -425,42 +442,60 @@ def notebook_verdicts(
         allow_errors=True,
         resources={"metadata": {"path": str(workdir)}},
     )
-    answers = [(a.step, a.code) for a in ALL] + [(s.name, s.answer) for s in EX.steps]
-    verdicts: dict[tuple[str, str], tuple[bool, str]] = {}
+    verdicts: Verdicts = {}
+
+    def run(source: str) -> NotebookNode:
+        nb.cells.append(nbformat.v4.new_code_cell(source))
+        client.execute_cell(nb.cells[-1], len(nb.cells) - 1)
+        return nb.cells[-1]
+
     with client.setup_kernel(env=kernel_env(names_txt)):
         for index, cell in enumerate(list(nb.cells)):
+            if cell.get("id", "").startswith("before_"):
+                continue  # run right before the training step's answers, below
             client.execute_cell(cell, index)
-        for name, code in answers:
-            for source in (code, CHECK_CELL.format(name=name)):
-                nb.cells.append(nbformat.v4.new_code_cell(source))
-                client.execute_cell(nb.cells[-1], len(nb.cells) - 1)
-            out = stdout(nb.cells[-1])
+        answers = corpus_of(ex)
+        answers.sort(key=lambda a: ex.step(a[0]).kind == "training")
+        ready = False
+        for name, code, _ in answers:
+            step = ex.step(name)
+            if step.kind == "training" and not ready:
+                for s in ex.steps:
+                    if s.kind == "gradient":
+                        run(s.answer)
+                run(templates.before_training(ex))
+                ready = True
+            run(code)
+            out = stdout(run(CHECK_CELL.format(name=name)))
             found = re.search(r"VERDICT (pass|fail) ?(\S*)", out)
             assert found is not None, out
             verdicts[(name, code)] = (found.group(1) == "pass", found.group(2))
-    yield verdicts
+    return verdicts
 
 
+@pytest.mark.parametrize("ex", EXERCISES.values(), ids=list(EXERCISES))
 def test_the_notebooks_checks_agree_with_the_grader_on_the_corpus(
-    notebook_verdicts: dict[tuple[str, str], tuple[bool, str]], grade: Grade
+    ex: Exercise, names_txt: Path, grader: Grader, tmp_path: Path
 ) -> None:
-    right = [(a.step, a.code) for a in RIGHT] + [(s.name, s.answer) for s in EX.steps]
-    assert all(notebook_verdicts[key][0] for key in right), [
-        key for key in right if not notebook_verdicts[key][0]
-    ]
-    wrong = [(a.step, a.code) for a in WRONG if a.expect != "not-implemented"]
-    caught = sum(not notebook_verdicts[key][0] for key in wrong)
+    verdicts = kernel_verdicts(ex, names_txt, tmp_path)
+    answers = corpus_of(ex)
+    graded = grader.grade_codes([(ex, ex.step(name), code) for name, code, _ in answers])
+    by_key = {(name, code): r for (name, code, _), r in zip(answers, graded, strict=True)}
+    right = [(name, code) for name, code, ok in answers if ok]
+    assert all(verdicts[key][0] for key in right), [key for key in right if not verdicts[key][0]]
+    wrong = [(name, code) for name, code, ok in answers if not ok]
+    caught = sum(not verdicts[key][0] for key in wrong)
     assert caught >= 0.9 * len(wrong), f"the checks catch {caught} of {len(wrong)} bugs"
-    same = [key for key in notebook_verdicts if notebook_verdicts[key][0] == grade(*key).passed]
-    agreement = len(same) / len(notebook_verdicts)
+    same = [key for key in verdicts if verdicts[key][0] == by_key[key].passed]
+    agreement = len(same) / len(verdicts)
     assert agreement >= 0.95, f"the notebook agrees with the grader on {agreement:.1%}"
     codes = [
         key
         for key in wrong
-        if not grade(*key).passed and notebook_verdicts[key][1] == grade(*key).diagnoses[0].code
+        if not by_key[key].passed and verdicts[key][1] == by_key[key].diagnoses[0].code
     ]
     print(
-        f"checks vs grader: {caught}/{len(wrong)} bugs caught in the notebook, verdicts agree on "
-        f"{len(same)}/{len(notebook_verdicts)} answers, the same first diagnosis on "
+        f"{ex.id}: {caught}/{len(wrong)} bugs caught in the notebook, verdicts agree on "
+        f"{len(same)}/{len(verdicts)} answers, the same first diagnosis on "
         f"{len(codes)}/{len(wrong)} bugs"
     )

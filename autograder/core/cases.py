@@ -20,7 +20,14 @@ import torch
 from ..exercises.definition import ROOT, CaseSpec, Config, Exercise, Step
 from ..exercises.mlp import REPEAT_USES
 from .model import Tensors, forward, lecture_params, load_lecture_batch, true_gradients
-from .portable import init_params, repeats_batch
+from .portable import (
+    LEARNING_RATE,
+    TRAINING_STEPS,
+    autograd_training,
+    evaluate,
+    init_params,
+    repeats_batch,
+)
 from .references import branches, to_float64
 
 NEAR_CONSTANT_SCALE = 6e-3
@@ -69,11 +76,29 @@ class Case:
         return self._branches[step.name]
 
     def reference(self, step: Step) -> torch.Tensor:
-        """The float64 reference gradient of ``step`` for this case (cached)."""
+        """The float64 reference of ``step`` for this case (cached): its gradient, or for a
+        training step the losses of training with autograd's gradients."""
         if step.name not in self._references:
-            terms = list(self.branches(step).values())
-            self._references[step.name] = torch.stack(terms).sum(0) if len(terms) > 1 else terms[0]
+            if step.kind == "training":
+                params = {k: self.graph[k] for k in self.exercise.parameters}
+                g = self.graph
+                ref = autograd_training(
+                    self.exercise.pass_lines, params, g["Xbs"], g["Ybs"], g["lr"]
+                )
+            else:
+                terms = list(self.branches(step).values())
+                ref = torch.stack(terms).sum(0) if len(terms) > 1 else terms[0]
+            self._references[step.name] = ref
         return self._references[step.name]
+
+    def terms(self, step: Step) -> list[tuple[str, torch.Tensor]]:
+        """A fused formula's named parts of the reference, in float64 (``Step.terms``)."""
+        namespace = {**self.graph64, **{k: v.double() for k, v in self.upstream.items()}}
+        shape = self.reference(step).shape
+        return [
+            (t.label, torch.broadcast_to(evaluate(t.expression, namespace), shape))
+            for t in step.terms
+        ]
 
     def inputs(self, step: Step) -> dict[str, Any]:
         """What a step's code may read: sizes, data, parameters, forward tensors and the upstream
@@ -137,6 +162,13 @@ def build_case(ex: Exercise, spec: CaseSpec, g: torch.Generator) -> Case:
     graph = forward(ex, shifted(params, spec.shift), Xb, Yb)
     true = true_gradients(ex, graph)
     upstream = true if spec.upstream == "true" else random_upstream(ex, graph, g)
+    if any(s.kind == "training" for s in ex.steps):  # the batches of a short training run
+        n, cfg = TRAINING_STEPS, spec.config
+        graph["Xbs"] = torch.randint(
+            0, cfg.vocab_size, (n, cfg.batch_size, cfg.block_size), generator=g
+        )
+        graph["Ybs"] = torch.randint(0, cfg.vocab_size, (n, cfg.batch_size), generator=g)
+        graph["lr"] = LEARNING_RATE
     return Case(spec, ex, graph, upstream, exact=true)
 
 

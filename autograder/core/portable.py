@@ -296,3 +296,69 @@ def wrong_rows(
     wrong = {int(r) for r in torch.nonzero(~(per_row <= tol)).flatten()}
     repeated = {int(r) for r in torch.nonzero(uses > 1).flatten()}
     return wrong, repeated
+
+
+# --- a short training run (Exercise 4) ------------------------------------------------------------
+
+TRAINING_STEPS = 12
+"""Iterations of the short training run a ``training`` step is graded by."""
+
+LEARNING_RATE = 0.1
+"""The lecture's learning rate."""
+
+
+PROGRAM_HEADER = "# a training run with the cells of the notebook"
+"""The first line of every training program (:func:`training_program`)."""
+
+
+def training_program(
+    lines: Sequence[tuple[str, str]],
+    answers: Sequence[str],
+    update: str,
+    parameters: Sequence[str],
+    gradients: Sequence[str],
+    result: str,
+) -> str:
+    """The code of a training run built from a student's cells: per batch of ``Xbs``/``Ybs``,
+    the forward pass, each gradient answer in order, then the update cell; ``result`` holds the
+    loss before each update."""
+    body = [f"{var} = {expression}" for var, expression in lines]
+    body += ["_losses.append(float(loss))"]
+    body += list(answers)
+    body += [f"grads = [{', '.join(gradients)}]", update]
+    indented = "\n".join("    " + line for part in body for line in part.splitlines())
+    return (
+        f"{PROGRAM_HEADER}\nparameters = [{', '.join(parameters)}]\n"
+        "_losses = []\n"
+        "for _iteration in range(Xbs.shape[0]):\n"
+        "    Xb, Yb = Xbs[_iteration], Ybs[_iteration]\n"
+        f"{indented}\n"
+        f"{result} = torch.tensor(_losses)\n"
+    )
+
+
+def autograd_training(
+    lines: Sequence[tuple[str, str]],
+    params: Mapping[str, torch.Tensor],
+    Xbs: torch.Tensor,
+    Ybs: torch.Tensor,
+    lr: float,
+    root: str = "loss",
+) -> torch.Tensor:
+    """The losses of the same training run with autograd's gradients (float64): the loss before
+    each update ``p -= lr * p.grad``, one per batch."""
+    p = {k: v.detach().double().clone() for k, v in params.items()}
+    losses = []
+    for Xb, Yb in zip(Xbs, Ybs, strict=True):
+        leaves = {k: v.clone().requires_grad_() for k, v in p.items()}
+        with torch.enable_grad():
+            t: dict[str, Any] = {**sizes_of(leaves, Xb), "Xb": Xb, "Yb": Yb, **leaves}
+            for var, expression in lines:
+                t[var] = evaluate(expression, t)
+            losses.append(float(t[root].detach()))
+            t[root].backward()
+        grads = {
+            k: v.grad if v.grad is not None else torch.zeros_like(v) for k, v in leaves.items()
+        }
+        p = {k: (leaves[k] - lr * grads[k]).detach() for k in p}
+    return torch.tensor(losses, dtype=torch.float64)

@@ -30,9 +30,12 @@ from typing import Any
 import torch
 
 from ..core.portable import (
+    FLOOR,
     as64,
     autograd_gradients,
+    autograd_training,
     close,
+    evaluate,
     factor_name,
     fit_factor,
     init_params,
@@ -42,11 +45,13 @@ from ..core.portable import (
     run_forward,
     shape_slip,
     to_float64,
+    training_program,
     transposed_match,
     wrong_rows,
 )
 
 # --- the notebook's part ---
+
 
 def _assigns(source: str, name: str) -> bool:
     """Whether a cell's code assigns ``name`` (IPython's ``%`` and ``!`` lines left out)."""
@@ -125,6 +130,17 @@ class Checks:
             params["b2"] = params["b2"] * spec["large_logits_scale"]
         graph = run_forward(self.lines, params, Xb, Yb)
         exact = autograd_gradients(self.lines, graph, spec["parameters"], spec["variables"])
+        training = spec.get("training")
+        if training:  # the batches of a short training run (the notebook's own data if it can)
+            k, sizes = training["steps"], config["sizes"]
+            n, block, vocab = sizes["batch_size"], sizes["block_size"], sizes["vocab_size"]
+            if config["batch"] == "lecture" and "Xtr" in self.nb:
+                rows = torch.randint(0, self.nb["Xtr"].shape[0], (k, n), generator=g)
+                graph["Xbs"], graph["Ybs"] = self.nb["Xtr"][rows], self.nb["Ytr"][rows]
+            else:
+                graph["Xbs"] = torch.randint(0, vocab, (k, n, block), generator=g)
+                graph["Ybs"] = torch.randint(0, vocab, (k, n), generator=g)
+            graph["lr"] = training["lr"]
         if config["upstream"] == "true":
             upstream = exact
         else:
@@ -145,6 +161,10 @@ class Checks:
         if name not in config["references"]:
             step = self.spec["steps"][name]
             terms = {}
+            if step["kind"] == "training":
+                g = config["graph"]
+                params = {k: g[k] for k in self.spec["parameters"]}
+                terms["run"] = autograd_training(self.lines, params, g["Xbs"], g["Ybs"], g["lr"])
             for consumer in step["consumers"]:
                 held = set(step["consumers"]) - {consumer}
                 if consumer == self.spec["root"]:
@@ -161,12 +181,48 @@ class Checks:
         terms = list(self.terms(config, name).values())
         return torch.stack(terms).sum(0) if len(terms) > 1 else terms[0]
 
+    def parts(self, config: dict[str, Any], name: str) -> dict[str, torch.Tensor]:
+        """A fused formula's named parts (the step's terms), else its consumers' terms."""
+        step = self.spec["steps"][name]
+        if not step["terms"]:
+            return self.terms(config, name) if len(step["consumers"]) > 1 else {}
+        namespace = {**config["graph64"]}
+        namespace.update({k: v.double() for k, v in config["upstream"].items()})
+        shape = self.reference(config, name).shape
+        return {
+            label: torch.broadcast_to(evaluate(expression, namespace), shape)
+            for label, expression, _ in step["terms"]
+        }
+
     # -- running one answer ---------------------------------------------------------------------
 
     def answer_code(self, name: str) -> str | None:
-        """The latest executed cell that assigns ``name`` (this check cell excluded)."""
-        history = self.nb.get("In") or self.nb.get("_ih") or []
-        for source in reversed(list(history)[:-1]):
+        """The latest executed cell that assigns ``name`` (this check cell excluded); for a
+        training step, the training run built from every gradient cell and the latest cell
+        that updates ``parameters`` with ``grads``."""
+        history = [s for s in (self.nb.get("In") or self.nb.get("_ih") or [])[:-1]]
+        step = self.spec["steps"][name]
+        if step["kind"] == "training":
+            update = next(
+                (
+                    s
+                    for s in reversed(history)
+                    if isinstance(s, str)
+                    and "CHECKS." not in s
+                    and {"parameters", "grads"} <= _words(s)
+                ),
+                None,
+            )
+            if update is None:
+                return None
+            training = self.spec["training"]
+            cells = [
+                self.answer_code(g) or f'raise NotImplementedError("no {g}")'
+                for g in training["cells"]
+            ]
+            grads = ["d" + p for p in self.spec["parameters"]]
+            return training_program(self.lines, cells, update, self.spec["parameters"], grads, name)
+        for source in reversed(history):
             if isinstance(source, str) and _assigns(source, name):
                 return source
         return None
@@ -249,6 +305,30 @@ class Checks:
         if not self.deciding:
             raise AssertionError(f"{name} is not right yet: [{code_}] {message}")
 
+    def train(self, name: str, steps: int, batch_size: int = 32) -> dict[str, torch.Tensor]:
+        """Train the notebook's network from its initial parameters for ``steps`` iterations with
+        the student's cells (the program of training step ``name``), on batches of the
+        training set; print the loss as it goes and return the trained parameters."""
+        code = self.answer_code(name)
+        if code is None:
+            raise AssertionError(f"{name}: run your cells and their checks first.")
+        g = torch.Generator().manual_seed(self.spec["seed"] + 1)
+        rows = torch.randint(0, self.nb["Xtr"].shape[0], (steps, batch_size), generator=g)
+        params = {k: self.nb[k].detach().clone().float() for k in self.spec["parameters"]}
+        ns: dict[str, Any] = {"torch": torch, "F": torch.nn.functional, **params}
+        ns.update(n=batch_size, vocab_size=params["C"].shape[0], n_embd=params["C"].shape[1])
+        ns.update(block_size=self.nb["Xtr"].shape[1], n_hidden=params["W1"].shape[1])
+        ns.update(
+            Xbs=self.nb["Xtr"][rows], Ybs=self.nb["Ytr"][rows], lr=self.spec["training"]["lr"]
+        )
+        with torch.no_grad():
+            exec(compile(code, "<your cells>", "exec"), ns)
+        losses = ns[name]
+        for i in range(0, steps, max(1, steps // 10)):
+            print(f"{i:6d}/{steps}: loss {float(losses[i]):.4f}")
+        print(f"{steps:6d}/{steps}: loss {float(losses[-1]):.4f}")
+        return {k: ns[k] for k in self.spec["parameters"]}
+
     @property
     def deciding(self) -> bool:
         """Under ``nbgrader autograde`` the hidden tests decide the points: checks only print."""
@@ -257,7 +337,13 @@ class Checks:
     def _print(self, name: str, code: str, outs: list, verdicts: list) -> None:
         first, lecture = verdicts[0], verdicts[0]["config"]
         t = outs[0].get("tensor")
-        if first["status"] == "values":
+        if self.spec["steps"][name]["kind"] == "training" and first["status"] == "values":
+            print(
+                f"{name:15s} | training with your cells: losses within {first['maxdiff']:.3g} "
+                f"of training with autograd ({len(first['ref'])} iterations) | "
+                f"approximate: {first['passed']}"
+            )
+        elif first["status"] == "values":
             exact = bool(torch.equal(t, lecture["exact"][name])) if t is not None else False
             approx = first["passed"]
             print(
@@ -324,10 +410,12 @@ class Checks:
             return self.say(name, "uses-autograd", used=names)
         known = set(verdicts[0]["config"]["graph"]) | set(step["upstream"])
         mutated = sorted({m for o in outs for m in o["mutated"] if m in known})
-        if mutated:
+        if mutated and step["kind"] != "training":
             return self.say(name, "in-place-mutation", what=", ".join(f"`{m}`" for m in mutated))
         if all(v["passed"] for v in verdicts):
             return None
+        if step["kind"] == "training":
+            return self._training(name, outs, verdicts)
         return (
             self._sizes(name, code, outs, verdicts)
             or self._no_tensor(name, outs)
@@ -385,7 +473,9 @@ class Checks:
                     hint = self.say(name, "error.broadcast")[1]
                 elif kind == "NameError":
                     missing = detail.split("'")[1] if detail.count("'") >= 2 else "that name"
-                    if missing in self.spec["steps"]:
+                    if missing == name:
+                        hint = self.say(name, "error.not-reset")[1]
+                    elif missing in self.spec["steps"]:
                         hint = self.say(name, "error.name")[1]
                     else:
                         hint = self.say(name, "error.name-other", missing=missing)[1]
@@ -433,6 +523,49 @@ class Checks:
         key = {"near-constant": "wrong-value.epsilon", "large-logits": "wrong-value.overflow"}
         return self.say(name, key[shifts.pop()])
 
+    def _training(self, name: str, outs: list, verdicts: list) -> tuple[str, str]:
+        failed = []
+        for cell in self.spec["training"]["cells"]:
+            code = self.answer_code(cell)
+            config = self.configurations()[0]
+            out = self.run(code, cell, config) if code else {"kind": "missing"}
+            if not self.judge(out, cell, config)["passed"]:
+                failed.append(cell)
+        if failed:
+            one = len(failed) == 1
+            names = ", ".join(f"`{f}`" for f in failed)
+            verb, them = ("is", "it") if one else ("are", "them")
+            return self.say(name, "training.upstream", failed=names, verb=verb, them=them)
+        for o in outs:
+            if o["kind"] in ("error", "not-implemented"):
+                kind, _, detail = o.get("error", "NotImplementedError").partition(": ")
+                return self.say(
+                    name, "training.error", kind=kind, detail=f" ({detail})" * bool(detail)
+                )
+        for key, factor in (
+            ("training.no-update", 0.0),
+            ("training.sign", -1.0),
+            ("training.scale", 2.0),
+            ("training.scale", 0.5),
+        ):
+            matches = True
+            for o, v in zip(outs, verdicts, strict=True):
+                if v["passed"]:
+                    continue
+                g = v["config"]["graph"]
+                params = {k: g[k] for k in self.spec["parameters"]}
+                run = autograd_training(self.lines, params, g["Xbs"], g["Ybs"], factor * g["lr"])
+                t = o.get("tensor")
+                matches = (
+                    matches
+                    and t is not None
+                    and t.shape == run.shape
+                    and (maxabs(as64(t) - run) <= v["tol"])
+                )
+            if matches:
+                return self.say(name, key)
+        return self.say(name, "training.diverges")
+
     def _values(self, name: str, outs: list, verdicts: list) -> tuple[str, str]:
         step = self.spec["steps"][name]
         failing = [(o["tensor"], v) for o, v in zip(outs, verdicts, strict=True) if not v["passed"]]
@@ -448,27 +581,59 @@ class Checks:
         whole = [fit_factor(t, v["ref"], v["tol"]) for t, v in failing]
         if all(f is not None and close(f, -1.0) for f in whole):
             return self.say(name, "sign-flip")
-        consumers = step["consumers"] if len(step["consumers"]) > 1 else []
-        for consumer in consumers:
+        words = {label: text for label, _, text in step["terms"]}
+        labels = list(self.parts(failing[0][1]["config"], name)) if failing else []
+        for label in labels:
             factors = []
             for t, v in failing:
-                term = self.terms(v["config"], name)[consumer]
+                term = self.parts(v["config"], name)[label]
+                if maxabs(term) <= FLOOR * v["tol"]:
+                    continue  # ~0 here: says nothing
                 f = fit_factor(t, term, v["tol"], base=v["ref"] - term)
                 factors.append((f if f is not None else float("nan"), v["config"]["n"]))
-            line = f"`{self.spec['lines'][consumer]}`"
+            if not factors:
+                continue
+            kind = factor_name(factors)
+            scale = self.spec["messages"][f"scale.{kind}"] if kind else ""
+            if label in words:
+                if all(close(f, 0.0) for f, _ in factors):
+                    return self.say(name, "missing-branch.term", term=words[label])
+                if all(close(f, -1.0) for f, _ in factors):
+                    return self.say(name, "sign-flip.term", term=words[label])
+                if kind is not None:
+                    return self.say(name, "wrong-scale.term", term=words[label], scale=scale)
+                continue
+            line = f"`{self.spec['lines'][label]}`"
             if all(close(f, 0.0) for f, _ in factors):
                 return self.say(name, "missing-branch", path=line)
             if all(close(f, -1.0) for f, _ in factors):
                 return self.say(name, "sign-flip.branch", path=line)
-            kind = factor_name(factors)
             if kind is not None:
-                scale = self.spec["messages"][f"scale.{kind}"]
                 return self.say(name, "wrong-scale.branch", path=line, scale=scale)
         fitted = [(f, v["config"]["n"]) for f, (_, v) in zip(whole, failing, strict=True)]
         if all(f is not None for f, _ in fitted):
             kind = factor_name([(float(f or 0.0), n) for f, n in fitted])
             if kind is not None:
                 return self.say(name, "wrong-scale", scale=self.spec["messages"][f"scale.{kind}"])
+        if failing:
+            t, v = failing[0]
+            for other, value in v["config"]["graph64"].items():
+                if not isinstance(value, torch.Tensor) or not value.is_floating_point():
+                    continue
+                if other == step["var"] or value.numel() < 2 or bool((value.abs() < 1e-6).any()):
+                    continue
+                try:
+                    fits = torch.broadcast_shapes(value.shape, v["ref"].shape) == v["ref"].shape
+                except RuntimeError:
+                    fits = False
+                if not fits or maxabs(value - value.mean()) < 1e-3:
+                    continue
+                times = fit_factor(as64(t) * value, v["ref"], v["tol"])
+                if times is not None and close(times, 1.0):
+                    return self.say(name, "wrong-scale.missing-factor", factor=other)
+                over = fit_factor(as64(t) / value, v["ref"], v["tol"])
+                if over is not None and close(over, 1.0):
+                    return self.say(name, "wrong-scale.extra-factor", factor=other)
         true_ok = all(v["passed"] for v in verdicts if v["config"]["upstream"] == "true")
         random_bad = any(
             not v["passed"]
@@ -488,6 +653,7 @@ class Checks:
 def exercise_spec(ex: Any) -> dict[str, Any]:
     """The exercise as the notebook's checks read it: plain data, written as a literal."""
     from ..core.cases import LARGE_LOGITS_SCALE, NEAR_CONSTANT_SCALE
+    from ..core.portable import LEARNING_RATE, TRAINING_STEPS
     from ..diagnoses.evidence import AUTOGRAD_ATTRIBUTES, AUTOGRAD_NAMES, LECTURE_SIZES
     from ..diagnoses.messages import ALIASES, TEXT, fields
     from ..exercises.definition import ROOT
@@ -500,9 +666,18 @@ def exercise_spec(ex: Any) -> dict[str, Any]:
             "upstream": list(s.upstream),
             "scatter": s.scatter.index if s.scatter else None,
             "fields": fields(ex, s),
+            "kind": s.kind,
+            "terms": [[t.label, t.expression, t.words] for t in s.terms],
         }
         for s in ex.steps
     }
+    training = None
+    if any(s.kind == "training" for s in ex.steps):
+        training = {
+            "steps": TRAINING_STEPS,
+            "lr": LEARNING_RATE,
+            "cells": [s.name for s in ex.steps if s.kind == "gradient"],
+        }
     configs = [
         {
             "name": c.name,
@@ -533,6 +708,7 @@ def exercise_spec(ex: Any) -> dict[str, Any]:
         "lecture_sizes": {str(k): v for k, v in LECTURE_SIZES.items()},
         "autograd_names": sorted(AUTOGRAD_NAMES),
         "autograd_attributes": sorted(AUTOGRAD_ATTRIBUTES),
+        "training": training,
         "near_constant_scale": NEAR_CONSTANT_SCALE,
         "large_logits_scale": LARGE_LOGITS_SCALE,
     }

@@ -42,9 +42,14 @@ def points(step: Step) -> float | int:
 
 
 def step_cells(ex: Exercise, step: Step, index: int) -> list[NotebookNode]:
-    """Explanation, answer cell (grade_id = the gradient's name), grade cell (``test_<name>``)."""
+    """Explanation, answer cell (grade_id = the gradient's name), grade cell (``test_<name>``);
+    a training step's answer cell comes after a locked cell giving it what it updates."""
+    before = []
+    if step.kind == "training":
+        before = [readonly(f"before_{step.name}", templates.before_training(ex))]
     return [
         markdown(f"explain_{step.name}", templates.step_markdown(ex, step, index)),
+        *before,
         code(
             step.name,
             templates.answer_source(step),
@@ -78,6 +83,11 @@ def source_notebook(ex: Exercise) -> NotebookNode:
         readonly("forward", templates.forward_source(ex)),
         markdown("checks_intro", templates.CHECKS_INTRO),
         readonly("setup_checks", templates.checks_source(ex)),
+    ]
+    given = templates.given_source(ex)
+    if given:
+        nb.cells.append(readonly("setup_given", given))
+    nb.cells += [
         markdown(
             "steps_intro",
             "## The backward pass, one gradient at a time\n\n"
@@ -86,6 +96,11 @@ def source_notebook(ex: Exercise) -> NotebookNode:
     ]
     for index, step in enumerate(ex.steps, start=1):
         nb.cells += step_cells(ex, step, index)
+    if ex.text.outro:
+        nb.cells.append(markdown("outro", ex.text.outro))
+    outro = templates.outro_source(ex)
+    if outro:
+        nb.cells.append(readonly("train_and_sample", outro))
     nbformat.validate(nb)
     return nb
 

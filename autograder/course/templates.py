@@ -14,6 +14,7 @@ import pprint
 import textwrap
 
 from ..core import portable
+from ..core.portable import LEARNING_RATE
 from ..dataset.names import NAMES_SHA256, NAMES_URL
 from ..exercises.definition import LECTURE, ROOT, Exercise, Step
 from ..exercises.mlp import LECTURE_SEED
@@ -188,6 +189,32 @@ def checks_source(ex: Exercise) -> str:
     )
 
 
+TRAIN_AND_SAMPLE = """\
+# train from the seeded initialisation with your cells, then sample names
+trained = CHECKS.train({name!r}, steps=1000)
+
+with torch.no_grad():
+    # the batch norm's mean and variance over the whole training set, for sampling one at a time
+    hpreact = trained['C'][Xtr].view(Xtr.shape[0], -1) @ trained['W1'] + trained['b1']
+    bnmean = hpreact.mean(0, keepdim=True)
+    bnvar = hpreact.var(0, keepdim=True, unbiased=True)
+    g = torch.Generator().manual_seed(2147483647 + 10)
+    for _ in range(10):
+        out, context = [], [0] * block_size
+        while True:
+            emb = trained['C'][torch.tensor([context])]
+            hpreact = emb.view(1, -1) @ trained['W1'] + trained['b1']
+            bnraw = (hpreact - bnmean) * (bnvar + 1e-5)**-0.5
+            hpreact = trained['bngain'] * bnraw + trained['bnbias']
+            logits = torch.tanh(hpreact) @ trained['W2'] + trained['b2']
+            ix = torch.multinomial(F.softmax(logits, dim=1), num_samples=1, generator=g).item()
+            context = context[1:] + [ix]
+            out.append(ix)
+            if ix == 0:
+                break
+        print(''.join(itos[i] for i in out))"""
+
+
 def forward_source(ex: Exercise) -> str:
     """The exercise's forward pass, then autograd's backward pass (for the checks)."""
     width = max(len(line.source) for line in ex.forward) + 2
@@ -215,6 +242,8 @@ def forward_source(ex: Exercise) -> str:
 
 def step_markdown(ex: Exercise, step: Step, index: int) -> str:
     """The explanation of a step: heading, teaching text, forward line(s), upstream, shape."""
+    if step.kind == "training":
+        return f"### Step {index} of {len(ex.steps)}: `{step.name}`\n\n{step.text}"
     consumer_lines = ex.consumer_lines(step)
     lines = "\n".join(consumer_lines)
     paths = "this line" if len(consumer_lines) == 1 else f"these {len(consumer_lines)} lines"
@@ -229,6 +258,40 @@ def step_markdown(ex: Exercise, step: Step, index: int) -> str:
         f"- shape of `{step.name}`: `{ex.shape_words(step.var)}`, the shape of `{step.var}` "
         f"(`{shape}` here)"
     )
+
+
+def given_source(ex: Exercise) -> str | None:
+    """The upstream gradients a step reads but no earlier step computes, from autograd (the
+    lecture's Exercise 3 starts from ``dhpreact``); None when there are none."""
+    made: set[str] = set()
+    given: list[str] = []
+    for step in ex.steps:
+        given += [u for u in step.upstream if u not in made and u not in given]
+        made.add(step.name)
+    if not given:
+        return None
+    lines = ["# the upstream gradients you start from, as autograd computed them"]
+    lines += [f"{name} = {name[1:]}.grad.clone()" for name in given]
+    return "\n".join(lines)
+
+
+def before_training(ex: Exercise) -> str:
+    """The locked cell before a training step's answer: what the update cell works on here (in
+    the training run it gets the real parameters and your gradients of each batch)."""
+    names = ", ".join(ex.parameters)
+    grads = ", ".join("d" + p for p in ex.parameters)
+    return (
+        "# here the update works on copies of the parameters, with your gradients of the batch\n"
+        f"parameters = [p.detach().clone() for p in [{names}]]\n"
+        f"grads = [{grads}]\n"
+        f"lr = {LEARNING_RATE}"
+    )
+
+
+def outro_source(ex: Exercise) -> str | None:
+    """The closing code cell of an exercise with a training step (train longer, sample)."""
+    training = [s for s in ex.steps if s.kind == "training"]
+    return TRAIN_AND_SAMPLE.format(name=training[0].name) if training else None
 
 
 def answer_source(step: Step) -> str:

@@ -32,7 +32,15 @@ from dataclasses import dataclass, field
 import torch
 
 from ..core.cases import Case
-from ..core.portable import FLOOR, as64, maxabs, shape_slip, transposed_match
+from ..core.portable import (
+    FLOOR,
+    PROGRAM_HEADER,
+    as64,
+    autograd_training,
+    maxabs,
+    shape_slip,
+    transposed_match,
+)
 from ..exercises.definition import Exercise, Step
 from ..grading.answers import Answer
 from ..grading.compare import tolerance
@@ -43,6 +51,7 @@ from .evidence import (
     autograd_names,
     broadcast_match,
     is_lecture_size,
+    missing_factor,
     one_hot_without_classes,
     relation,
     reshape_match,
@@ -96,7 +105,8 @@ def diagnose(ev: Evidence) -> list[Diagnosis]:
         return [say(ex, step, "timeout", seconds=max(1, round(ev.timeout)))]
     if not ev.answers:
         return [say(ex, step, "no-result", problem=ev.problem)]
-    if all(a.kind == "not-implemented" for a in ev.answers.values()):
+    program = ev.code.startswith(PROGRAM_HEADER)  # a training run: NotImplemented is a cell's
+    if not program and all(a.kind == "not-implemented" for a in ev.answers.values()):
         return [say(ex, step, "not-implemented")]
 
     out: list[Diagnosis] = []
@@ -110,9 +120,11 @@ def diagnose(ev: Evidence) -> list[Diagnosis]:
         out.append(say(ex, step, "tampering", used=", ".join(f"`{n}`" for n in tampered)))
     known = set(ev.cases[0].graph) | set(step.upstream)  # names, not text from the sandbox
     mutated = sorted({m for a in ev.answers.values() for m in a.mutated if m in known})
-    if mutated:
+    if mutated and step.kind != "training":  # training changes the parameters, as it must
         out.append(say(ex, step, "in-place-mutation", what=", ".join(f"`{m}`" for m in mutated)))
-    if not all(v.passed for v in ev.verdicts):
+    if not all(v.passed for v in ev.verdicts) and step.kind == "training":
+        out.append(_training(ev))
+    elif not all(v.passed for v in ev.verdicts):
         try:
             out.append(
                 _hard_coded(ev)
@@ -164,6 +176,46 @@ def _hard_coded(ev: Evidence) -> Diagnosis | None:
         how=how,
         literals=f" (your code writes {found})" if found else "",
     )
+
+
+def _training(ev: Evidence) -> Diagnosis:
+    """A training run that does not track autograd's: an error, or an update that does nothing,
+    goes the wrong way or takes the wrong step (the losses of training with ``lr`` times 0, -1,
+    2 or 1/2 are tried), or else an update that is wrong some other way."""
+    ex, step = ev.exercise, ev.step
+    for a in (ev.answers[c.name] for c in ev.cases if c.name in ev.answers):
+        if a.kind in ("error", "not-implemented"):
+            kind, _, detail = (a.error or "an exception").splitlines()[0][:200].partition(": ")
+            return say(
+                ex, step, "training.error", kind=kind, detail=f" ({detail})" if detail else ""
+            )
+        if a.tensor is None:
+            return _no_tensor(ev) or say(ex, step, "training.diverges")
+    slips = {"training.no-update": 0.0, "training.sign": -1.0}
+    slips |= {"training.scale": 2.0}
+    for key, factor in [*slips.items(), ("training.scale", 0.5)]:
+        if all(
+            v.passed or _matches_training(c, step, ev.answers[c.name], factor, v.tolerance)
+            for c, v in zip(ev.cases, ev.verdicts, strict=True)
+        ):
+            return say(ex, step, key)
+    return say(ex, step, "training.diverges")
+
+
+def _matches_training(
+    case: Case, step: Step, answer: Answer, factor: float, tol: float | None
+) -> bool:
+    """The answer's losses are those of training with ``factor`` times the learning rate."""
+    if answer.tensor is None or tol is None:
+        return False
+    g = case.graph
+    params = {k: g[k] for k in case.exercise.parameters}
+    losses = autograd_training(
+        case.exercise.pass_lines, params, g["Xbs"], g["Ybs"], factor * g["lr"]
+    )
+    if answer.tensor.shape != losses.shape:
+        return False
+    return maxabs(as64(answer.tensor) - losses) <= tol
 
 
 def _shift_pattern(ev: Evidence) -> Diagnosis | None:
@@ -221,6 +273,8 @@ def _error_hint(ev: Evidence, kind: str, text: str) -> str:
         return hint(ex, step, "error.memory", limit=ev.memory_limit)
     if kind == "NameError":
         missing = text.split("'")[1] if text.count("'") >= 2 else ""
+        if missing == step.name:
+            return hint(ex, step, "error.not-reset")
         if missing in {s.name for s in ex.steps}:
             return hint(ex, step, "error.name")
         near = difflib.get_close_matches(missing, sorted(ex.provided), n=1, cutoff=0.75)
@@ -272,6 +326,13 @@ def _wrong_values(ev: Evidence) -> Diagnosis:
         if not v.passed and t is not None and v.tolerance is not None:
             failing.append((case, t, v.tolerance))
     found = relation(step, failing)
+    terms = {t.label: t.words for t in step.terms}
+    if found is not None and found.branch in terms:
+        key = {"missing-branch": "missing-branch.term", "sign-flip": "sign-flip.term"}.get(
+            found.kind, "wrong-scale.term"
+        )
+        scale = TEXT[f"scale.{found.factor}"] if found.factor else ""
+        return say(ex, step, key, term=terms[found.branch], scale=scale)
     if found is not None:
         if found.branch in USES:
             key = f"{found.kind}.use"
@@ -285,6 +346,12 @@ def _wrong_values(ev: Evidence) -> Diagnosis:
             path = path_of(ex, step, found.branch) if found.branch else ""
         scale = TEXT[f"scale.{found.factor}"] if found.factor else ""
         return say(ex, step, key, path=path, scale=scale)
+    for case, t, tol in failing:
+        factor = missing_factor(case, step, t, tol)
+        if factor is not None:
+            kind, name = factor
+            return say(ex, step, f"wrong-scale.{kind}-factor", factor=name)
+        break  # the first failing case decides: a factor is the same in every case
     return _upstream_pattern(ev) or say(ex, step, "wrong-value")
 
 
@@ -338,4 +405,18 @@ def scatter_drops_duplicates(ev: Evidence) -> Diagnosis | None:
     return say(ev.exercise, ev.step, "scatter-drops-duplicates") if seen_any else None
 
 
-__all__ = ["Evidence", "autograd_names", "diagnose", "wrong_rows"]
+def blame_gradients(ex: Exercise, step: Step, failed: list[str]) -> Diagnosis:
+    """A training step's first diagnosis when some of the gradient cells it runs are wrong."""
+    names = ", ".join(f"`{n}`" for n in failed)
+    one = len(failed) == 1
+    return say(
+        ex,
+        step,
+        "training.upstream",
+        failed=names,
+        verb="is" if one else "are",
+        them="it" if one else "them",
+    )
+
+
+__all__ = ["Evidence", "autograd_names", "blame_gradients", "diagnose", "wrong_rows"]

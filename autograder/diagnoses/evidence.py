@@ -94,9 +94,13 @@ def branch_terms(case: Case, step: Step) -> list[tuple[str, torch.Tensor]]:
     ``j`` of the context, ``P_j[v] = sum over i with Xb[i, j] = v of demb[i, j]``, labelled
     ``"position"``, and the term of each example ``i`` of the batch,
     ``E_i[v] = sum over j with Xb[i, j] = v of demb[i, j]``, labelled ``"example"``; so a loop
-    that skips one position, or one example, leaves out a branch. Single-path steps have no
-    terms: their only "branch" is the whole reference.
+    that skips one position, or one example, leaves out a branch. A fused formula's named parts
+    (``Step.terms``: the softmax and one-hot of the cross-entropy, the three paths of the batch
+    norm) are its terms, labelled by name. Other single-path steps have no terms: their only
+    "branch" is the whole reference.
     """
+    if step.terms:
+        return case.terms(step)
     if len(step.consumers) > 1:
         return list(case.branches(step).items())
     if step.scatter is None or not step.upstream:
@@ -180,6 +184,37 @@ def wrong_rows(case: Case, step: Step, answer: Answer, tol: float) -> tuple[set[
     if answer.tensor is None:
         return set(), set()
     return portable_wrong_rows(answer.tensor, case.reference(step), case.row_uses(step), tol)
+
+
+def missing_factor(
+    case: Case, step: Step, answer: torch.Tensor, tol: float
+) -> tuple[str, str] | None:
+    """A tensor ``X`` of the step's namespace such that the answer is the reference divided by
+    it (``("missing", "X")``: a factor left out, such as ``bngain``) or multiplied by it
+    (``("extra", "X")``). Only tensors that broadcast to the answer's shape and are not close to
+    a constant are tried (a constant factor is a wrong scale, found elsewhere)."""
+    ref = case.reference(step)
+    if answer.shape != ref.shape:
+        return None
+    a = as64(answer)
+    for name, value in case.graph64.items():
+        if not isinstance(value, torch.Tensor) or not value.is_floating_point() or name == step.var:
+            continue
+        try:
+            shape = torch.broadcast_shapes(value.shape, ref.shape)
+        except RuntimeError:
+            continue
+        if shape != ref.shape or value.numel() < 2 or maxabs(value - value.mean()) < 1e-3:
+            continue
+        if bool((value.abs() < 1e-6).any()):
+            continue
+        times = fit_factor(a * value, ref, tol)
+        if times is not None and close(times, 1.0):
+            return "missing", name
+        over = fit_factor(a / value, ref, tol)
+        if over is not None and close(over, 1.0):
+            return "extra", name
+    return None
 
 
 def is_lecture_size(case: Case) -> bool:

@@ -18,6 +18,7 @@ CODES: tuple[str, ...] = (
     *("dtype-mismatch", "uses-autograd", "hard-coded-size", "upstream-shortcut"),
     *("ignores-upstream", "missing-branch", "in-place-mutation", "sign-flip", "wrong-scale"),
     *("transposed", "scatter-drops-duplicates", "wrong-value", "tampering"),
+    *("update-sign", "update-missing", "update-scale"),
 )
 """Every code :func:`diagnose` gives. They are stable: reports and courses key on them."""
 
@@ -53,6 +54,8 @@ TEXT: dict[str, str] = {
     "the sizes (`n`, `vocab_size`, `block_size`, `n_embd`, `n_hidden`), `torch`, `F` and its "
     "upstream gradients ({ups}). Define it in the answer cell itself.",
     "error.name-near": " Did you mean `{near}`?",
+    "error.not-reset": " `{name}` is read before it is assigned: a gradient starts afresh "
+    "(from zeros, or from its first term) every time; it never carries over from before.",
     "error.memory": " It ran out of memory: an answer may use {limit} beyond the tensors it is "
     "given; look for a very large tensor, or one that grows in a loop.",
     "unassigned": "Your cell never assigns `{name}`; store the gradient in a variable called "
@@ -97,6 +100,14 @@ TEXT: dict[str, str] = {
     "missing-branch.use": "`dC` misses the uses of `C` by {path}: every position of every "
     "example sends its row of `demb` back into `C`, so the loops must cover all of them.",
     "wrong-scale": "`{name}` is {scale}.",
+    "wrong-scale.missing-factor": "`{name}` lacks a factor: multiplied by `{factor}` it would "
+    "be right. Check the local derivative of {lines} for the `{factor}` it needs.",
+    "wrong-scale.extra-factor": "`{name}` has a factor too many: divided by `{factor}` it would "
+    "be right. Check where `{factor}` enters the local derivative of {lines}.",
+    "wrong-scale.term": "In `{name}`, {term} is {scale}; the other parts are right.",
+    "missing-branch.term": "`{name}` misses {term}; the gradient has several parts, and all of "
+    "them must be in it.",
+    "sign-flip.term": "In `{name}`, {term} has the wrong sign; the other parts are right.",
     "wrong-scale.branch": "The contribution to `{name}` through {path} is {scale}; the other path "
     "is right.",
     "scale.bessel": "too small by the factor (n-1)/n: the variance uses Bessel's correction, so "
@@ -126,6 +137,19 @@ TEXT: dict[str, str] = {
     "wrong-value.overflow": "`{name}` is right except where the logits are large (in the "
     "hundreds): `exp` of a large number overflows to `inf`. Subtract each row's maximum before "
     "exponentiating (as `F.softmax` does), which changes nothing mathematically.",
+    "training.error": "Training with your cells stopped with {kind}{detail}: run the cells "
+    "above one by one to find the one that raises it.",
+    "training.upstream": "Training with your cells cannot match training with autograd while "
+    "{failed} {verb} wrong: fix {them} first.",
+    "training.no-update": "`{name}` leaves the parameters as they are (the losses are those of "
+    "no training at all): change each parameter in place (`p.data += ...`), not a copy of it.",
+    "training.sign": "`{name}` moves the parameters up the gradient, so the loss grows: subtract "
+    "the learning rate times the gradient.",
+    "training.scale": "`{name}` takes steps of the wrong size: subtract exactly `lr` times each "
+    "gradient.",
+    "training.diverges": "Training with your cells gives other losses than training with "
+    "autograd's gradients: check that each parameter is updated with its own gradient "
+    "(`parameters` and `grads` in the same order), in place, once per iteration.",
     "dtype-mismatch": "`{name}` is {dtype} while `{var}` is float32; the values are graded all "
     "the same, but a gradient normally keeps its variable's dtype.",
 }
@@ -133,6 +157,12 @@ TEXT: dict[str, str] = {
 
 
 ALIASES = {
+    "training.error": "error",
+    "training.upstream": "wrong-value",
+    "training.no-update": "update-missing",
+    "training.sign": "update-sign",
+    "training.scale": "update-scale",
+    "training.diverges": "wrong-value",
     "one-hot": "hard-coded-size",
     "no-result": "error",
     "unassigned": "error",

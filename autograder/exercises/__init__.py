@@ -8,9 +8,15 @@ reports takes one of them. Adding an exercise means writing a module like
 from __future__ import annotations
 
 from .backprop_ninja import EXERCISE as BACKPROP_NINJA
-from .definition import ROOT, CaseSpec, Config, Exercise, Line, Scatter, Step, Text
+from .batchnorm_backward import EXERCISE as BATCHNORM_BACKWARD
+from .cross_entropy_backward import EXERCISE as CROSS_ENTROPY_BACKWARD
+from .definition import ROOT, CaseSpec, Config, Exercise, Line, Scatter, Step, Term, Text
+from .manual_training import EXERCISE as MANUAL_TRAINING
 
-EXERCISES: dict[str, Exercise] = {e.id: e for e in (BACKPROP_NINJA,)}
+EXERCISES: dict[str, Exercise] = {
+    e.id: e
+    for e in (BACKPROP_NINJA, CROSS_ENTROPY_BACKWARD, BATCHNORM_BACKWARD, MANUAL_TRAINING)
+}
 """Every exercise of the kit, by assignment id, in the lecture's order."""
 
 DEFAULT = BACKPROP_NINJA
@@ -36,6 +42,7 @@ __all__ = [
     "Line",
     "Scatter",
     "Step",
+    "Term",
     "Text",
     "get",
 ]

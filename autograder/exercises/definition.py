@@ -131,8 +131,27 @@ class Scatter:
 
 
 @dataclass(frozen=True)
+class Term:
+    """One named part of a step's reference, as an expression over the step's namespace
+    (float64 forward tensors, sizes, the upstream gradients, ``torch`` and ``F``).
+
+    A fused formula has one consumer but several parts (softmax and one-hot in the
+    cross-entropy's gradient; the direct, mean and variance paths of the batch norm's): the parts
+    must add up to the reference (a test checks it), and an answer that leaves one out, flips
+    its sign or scales it wrongly is told which part, in ``words``.
+    """
+
+    label: str
+    expression: str
+    words: str
+
+
+StepKind = Literal["gradient", "training"]
+
+
+@dataclass(frozen=True)
 class Step:
-    """One gradient the student computes, in one answer cell.
+    """One answer the student writes, in one answer cell, graded as one step.
 
     Attributes:
         name: the gradient's name in the notebook, also the answer cell's nbgrader grade_id.
@@ -143,6 +162,11 @@ class Step:
         answer: the model answer (instructor material: the solution notebook's cell).
         points: nbgrader points of the step.
         scatter: set when the variable is a table read by an index (the dC step).
+        terms: the named parts of a fused formula's reference (see :class:`Term`).
+        kind: ``"gradient"`` (the default: a vector-Jacobian product, graded in isolation) or
+            ``"training"``: the cell updates the parameters, and the step is graded by a short
+            training run of every gradient answer of the notebook and this cell, whose losses
+            must track training with autograd's gradients (see :mod:`autograder.core.training`).
     """
 
     name: str
@@ -152,6 +176,8 @@ class Step:
     answer: str
     points: float = 1.0
     scatter: Scatter | None = None
+    terms: tuple[Term, ...] = ()
+    kind: StepKind = "gradient"
 
     @property
     def upstream(self) -> tuple[str, ...]:
@@ -249,6 +275,8 @@ class Exercise:
         if not self.forward or self.forward[-1].var != ROOT:
             raise ValueError(f"{self.id}: the forward pass must end with {ROOT}")
         for s in self.steps:
+            if s.kind == "training":
+                continue
             if s.var not in lines and s.var not in self.parameters:
                 raise ValueError(f"{self.id}: step {s.name} is the gradient of unknown {s.var}")
             unknown = [c for c in s.consumers if c not in lines]
@@ -295,9 +323,22 @@ class Exercise:
 
     # -- the graph's structure ---------------------------------------------------------------
 
+    def path_lines(self, step: Step, consumer: str) -> tuple[str, ...]:
+        """The lines the gradient flows back through from ``consumer`` to the step's variable:
+        every line on the way that depends on the variable, the step's other consumers held
+        fixed (for an atomic pass, only the consumer's own line)."""
+        live, held, out = {step.var}, set(step.consumers) - {consumer}, []
+        for line in self.forward:
+            if line.var not in held and line.reads & live:
+                live.add(line.var)
+                out.append(line.source)
+            if line.var == consumer:
+                break
+        return tuple(out)
+
     def consumer_lines(self, step: Step) -> tuple[str, ...]:
-        """The source of each consumer's line (the lines the gradient flows back through)."""
-        return tuple(self.lines[c].source for c in step.consumers)
+        """The lines the gradient flows back through, for every consumer."""
+        return tuple(line for c in step.consumers for line in self.path_lines(step, c))
 
     def readers(self, var: str) -> tuple[str, ...]:
         """The variables whose lines read ``var`` directly."""

@@ -50,3 +50,15 @@ EMBCAT = Line("embcat", "embcat = emb.view(emb.shape[0], -1)", ("n", "block_size
 HPREBN = Line("hprebn", "hprebn = embcat @ W1 + b1", ("n", "n_hidden"), "# Linear layer 1")
 H = Line("h", "h = torch.tanh(hpreact)", ("n", "n_hidden"), "# Non-linearity")
 LOGITS = Line("logits", "logits = h @ W2 + b2", ("n", "vocab_size"), "# Linear layer 2")
+
+# The forward pass as the lecture's Exercises 2-4 write it: the batch norm with `mean` and `var`
+# (Bessel's correction, as `unbiased=True`), the loss as one `F.cross_entropy`.
+BNMEAN = Line("bnmean", "bnmean = hprebn.mean(0, keepdim=True)", ("1", "n_hidden"), "# BatchNorm")
+BNVAR = Line("bnvar", "bnvar = hprebn.var(0, keepdim=True, unbiased=True)", ("1", "n_hidden"))
+BNVAR_INV = Line("bnvar_inv", "bnvar_inv = (bnvar + 1e-5)**-0.5", ("1", "n_hidden"))
+BNRAW = Line("bnraw", "bnraw = (hprebn - bnmean) * bnvar_inv", ("n", "n_hidden"))
+HPREACT = Line("hpreact", "hpreact = bngain * bnraw + bnbias", ("n", "n_hidden"))
+CROSS_ENTROPY = Line("loss", "loss = F.cross_entropy(logits, Yb)", (), "# the loss, in one call")
+COMPACT_FORWARD: tuple[Line, ...] = (EMB, EMBCAT, HPREBN, BNMEAN, BNVAR, BNVAR_INV, BNRAW)
+COMPACT_FORWARD += (HPREACT, H, LOGITS, CROSS_ENTROPY)
+"""The forward pass of Exercises 2-4."""

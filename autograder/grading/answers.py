@@ -71,7 +71,7 @@ def encode_bank(cases: list[Case]) -> tuple[dict[str, Any], list[bytes]]:
     """The inputs of every case (see the module docstring) as a bank frame's header and blobs."""
     out, blobs = [], []
     for case in cases:
-        ints = {k: v for k, v in case.graph.items() if isinstance(v, int)}
+        ints = {k: v for k, v in case.graph.items() if isinstance(v, (int, float))}
         tensors = []
         named = [(k, v, "graph") for k, v in case.graph.items() if k != ROOT]
         named += [(k, v, "upstream") for k, v in case.upstream.items()]

@@ -29,8 +29,9 @@ from typing import cast
 import torch
 
 from .. import __version__
+from ..core import training
 from ..core.cases import Case, build
-from ..diagnoses.diagnose import Evidence, diagnose, wrong_rows
+from ..diagnoses.diagnose import Evidence, blame_gradients, diagnose, wrong_rows
 from ..exercises import DEFAULT, Exercise, Step
 from ..sandbox.limits import Limits, Outcome
 from ..sandbox.pool import Job, Pool, Task
@@ -204,15 +205,24 @@ class Grader:
             seconds=outcome.seconds if outcome is not None else 0.0,
         )
 
-    def grade_code(self, ex: Exercise, step: Step, code: str) -> StepResult:
-        """Grade one answer of one step (the in-notebook hidden tests use this)."""
-        return self.grade_codes([(ex, step, code)])[0]
+    def grade_code(
+        self, ex: Exercise, step: Step, code: str, context: Mapping[str, str] | None = None
+    ) -> StepResult:
+        """Grade one answer of one step (the in-notebook hidden tests use this); ``context``
+        holds the submission's other answers, which a training step runs too."""
+        return self.grade_codes([(ex, step, code)], context)[0]
 
-    def grade_codes(self, items: Iterable[tuple[Exercise, Step, str]]) -> list[StepResult]:
-        """Grade many single answers at once, each as a submission of one step (in order)."""
+    def grade_codes(
+        self, items: Iterable[tuple[Exercise, Step, str]], context: Mapping[str, str] | None = None
+    ) -> list[StepResult]:
+        """Grade many single answers at once, each as a submission of one step (in order). A
+        training step runs with the other answers of ``context``, else the model answers."""
         subs = []
         for ex, step, code in items:
             sub = Submission(path=Path(f"<{step.name}>"), exercise=ex)
+            if step.kind == "training":
+                models = {s.name: s.answer for s in ex.steps}
+                sub.answers.update(context if context is not None else models)
             sub.answers[step.name] = code
             subs.append((sub, step))
         results: list[StepResult | None] = [None] * len(subs)
@@ -265,6 +275,8 @@ class Grader:
                 if code is None or is_stub(code):
                     done[step.name] = self.judge(ex, step, code, None, sub.problems.get(step.name))
                     continue
+                if step.kind == "training":  # graded by a run of every cell of the submission
+                    code = training.program(ex, step, sub.answers)
                 akey = self._key(ex, step, code)
                 run = self._runs.get(akey)
                 if run is None and self.cache is not None:
@@ -298,7 +310,10 @@ class Grader:
             for key, name in waiting.pop(akey, []):
                 sub = subs[key][0]
                 step = sub.exercise.step(name)
-                pending[key][name] = self._result_for(run, sub.exercise, step, sub.answers[name])
+                code = sub.answers[name]
+                if step.kind == "training":
+                    code = training.program(sub.exercise, step, sub.answers)
+                pending[key][name] = self._result_for(run, sub.exercise, step, code)
                 missing[key] -= 1
                 if missing[key] == 0:
                     yield key, pending.pop(key)
@@ -312,6 +327,13 @@ class Grader:
     def _result(sub: Submission, results: Mapping[str, StepResult]) -> SubmissionResult:
         ex = sub.exercise
         steps = [replace(results[s.name], where=sub.where.get(s.name)) for s in ex.steps]
+        failed = [r.step for r in steps if not r.passed and ex.step(r.step).kind == "gradient"]
+        for i, r in enumerate(steps):
+            unanswered = [d.code for d in r.diagnoses] == ["not-implemented"]
+            if ex.step(r.step).kind == "training" and not r.passed and failed and not unanswered:
+                # the run calls every gradient cell: its first reason is theirs
+                why = blame_gradients(ex, ex.step(r.step), failed)
+                steps[i] = replace(r, diagnoses=[why, *r.diagnoses])
         return SubmissionResult(
             path=str(sub.path),
             score=sum(s.score for s in steps),

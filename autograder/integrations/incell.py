@@ -60,7 +60,7 @@ def check_step(name: str, code: str, exercise: str = "backprop_ninja") -> None:
         if graded is None:
             result = grader.grade_code(ex, step, code)
         elif name in graded.answers:
-            result = grader.grade_code(ex, step, graded.answers[name])
+            result = grader.grade_code(ex, step, graded.answers[name], graded.answers)
         else:  # deleted or duplicated answer cell: the reason is the diagnosis
             result = grader.judge(ex, step, None, None, graded.problems.get(name))
     print(verdict_line(result, grader.seed))
