@@ -7,6 +7,8 @@
 
     nbgrader autograde backprop_ninja                     # submitted/ -> autograded/, gradebook
     nbgrader generate_feedback backprop_ninja             # autograded/ -> feedback/
+
+(nbgrader runs the `alembic` script for its gradebook: activate the environment first.)
 """
 
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
@@ -17,19 +19,27 @@ from nbgrader.preprocessors import (
     ClearMarkScheme,
     ClearOutput,
     ComputeChecksums,
+    DeduplicateIds,
     GetGrades,
     IgnorePattern,
     IncludeHeaderFooter,
     InstantiateTests,
     LimitOutput,
     LockCells,
+    OverwriteKernelspec,
     SaveAutoGrades,
     SaveCells,
 )
 
 from autograder.course.stubs import StepStubs
-from autograder.nbgrader_feedback import EmbedKitFeedback, HideTestCode
-from autograder.nbgrader_grade import GradeWithKit
+from autograder.nbgrader_feedback import (
+    EmbedKitFeedback,
+    FeedbackExporter,
+    HideTestCode,
+    NameSteps,
+    SanitizeOutputs,
+)
+from autograder.nbgrader_grade import GradeWithKit, RestoreReleasedCells
 
 c = get_config()  # noqa: F821 (nbgrader defines get_config when it loads this file)
 
@@ -40,6 +50,8 @@ c.CourseDirectory.solution_directory = "solutions"
 
 # The released notebook: nbgrader's list with the kit's StepStubs in place of ClearSolutions, so
 # an unanswered cell says which step it is ("dlogprobs: replace this line with your code").
+# ComputeChecksums and SaveCells come before ClearHiddenTests on purpose: the gradebook keeps the
+# grade cells with their hidden tests, which autograde puts back (see RestoreReleasedCells).
 c.GenerateAssignment.preprocessors = [
     IncludeHeaderFooter,
     InstantiateTests,
@@ -66,6 +78,19 @@ c.GenerateSolution.preprocessors = [
     ClearHiddenTests,
 ]
 
+# Autograde, first step: nbgrader's sanitizing list with RestoreReleasedCells in place of
+# OverwriteCells. Both put every locked cell back from the gradebook, hidden tests included;
+# OverwriteCells also warns "Attribute 'checksum' for cell test_... has changed!" for every
+# untouched grade cell (nbgrader issue #1961: the gradebook's checksum covers the hidden tests,
+# which the released cell lacks), while RestoreReleasedCells warns only for a cell really changed.
+c.Autograde.sanitize_preprocessors = [
+    ClearOutput,
+    DeduplicateIds,
+    OverwriteKernelspec,
+    RestoreReleasedCells,
+    CheckCellMetadata,
+]
+
 # Autograde: nbgrader's own list with the kit's GradeWithKit in place of Execute. No kernel is
 # started: each answer cell runs only in the kit's sandboxed workers, and each grade cell gets the
 # step's verdict and diagnoses as text and its points as the partial credit. Options:
@@ -81,10 +106,17 @@ c.Autograde.autograde_preprocessors = [
     CheckCellMetadata,
 ]
 
-# Feedback: no hidden test code (nbgrader shows it by default), and the kit's feedback page on top.
+# Feedback: no hidden test code (nbgrader shows it by default), each step's title in the header
+# (nbgrader's says "Test cell" 26 times), every output of the submission sanitized before the
+# kit's page goes on top, and every markdown cell sanitized by the exporter: a student's
+# <img onerror=...> or <script> never runs in the page. (nbconvert's HTMLExporter.sanitize_html
+# would not do it: nbgrader's feedback template renders markdown without it.)
+c.GenerateFeedback.exporter_class = FeedbackExporter
 c.GenerateFeedback.preprocessors = [
     GetGrades,
     HideTestCode,
+    NameSteps,
+    SanitizeOutputs,
     EmbedKitFeedback,
     CSSHTMLHeaderPreprocessor,
 ]

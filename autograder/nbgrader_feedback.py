@@ -1,6 +1,20 @@
-"""Entry for the course's ``nbgrader_config.py``: the kit's feedback preprocessors (see
-:mod:`autograder.integrations.nbgrader_feedback`)."""
+"""Entry for the course's ``nbgrader_config.py``: the kit's feedback preprocessors and exporter
+(see :mod:`autograder.integrations.nbgrader_feedback`)."""
 
-from .integrations.nbgrader_feedback import EmbedKitFeedback, HideTestCode
+from .integrations.nbgrader_feedback import (
+    EmbedKitFeedback,
+    FeedbackExporter,
+    HideTestCode,
+    NameSteps,
+    SanitizeOutputs,
+    clean_html,
+)
 
-__all__ = ["EmbedKitFeedback", "HideTestCode"]
+__all__ = [
+    "EmbedKitFeedback",
+    "FeedbackExporter",
+    "HideTestCode",
+    "NameSteps",
+    "SanitizeOutputs",
+    "clean_html",
+]

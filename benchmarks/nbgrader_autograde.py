@@ -28,11 +28,15 @@ from pathlib import Path
 import nbformat
 from nbformat.notebooknode import NotebookNode
 
-from autograder.authoring import ASSIGNMENT, BUGGY_ANSWERS, NOTEBOOK, RELEASE
-from autograder.names import ENV_VAR, names_path, verify
-from autograder.solutions import SOLUTIONS
+from autograder.course.build import BUGGY_ANSWERS, paths
+from autograder.dataset.names import ENV_VAR, names_path, verify
+from autograder.exercises import DEFAULT
 
 ROOT = Path(__file__).resolve().parent.parent
+EXERCISE = DEFAULT
+ASSIGNMENT = EXERCISE.id
+RELEASE = paths(EXERCISE)["release"]
+NOTEBOOK = RELEASE.name
 GOAL = 5.0
 STOCK_EXECUTE = (
     "--Autograde.autograde_preprocessors=["
@@ -46,8 +50,9 @@ STOCK_EXECUTE = (
 
 def variants() -> list[dict[str, str] | None]:
     """What the submissions hold, in turn: answers overriding the model ones (None: untouched)."""
-    slips: list[dict[str, str] | None] = [{name: code} for name, code in BUGGY_ANSWERS.items()]
-    return [{}, *slips, dict(BUGGY_ANSWERS), None]
+    buggy = BUGGY_ANSWERS.get(EXERCISE.id, {})
+    slips: list[dict[str, str] | None] = [{name: code} for name, code in buggy.items()]
+    return [{}, *slips, dict(buggy), None]
 
 
 def submission(release: NotebookNode, answers: dict[str, str] | None) -> NotebookNode:
@@ -58,7 +63,8 @@ def submission(release: NotebookNode, answers: dict[str, str] | None) -> Noteboo
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
         if meta.get("solution"):
-            cell.source = answers.get(meta["grade_id"], SOLUTIONS[meta["grade_id"]])
+            name = meta["grade_id"]
+            cell.source = answers.get(name, EXERCISE.step(name).answer)
     return nb
 
 

@@ -1,9 +1,17 @@
-"""Submissions made from the released notebook, as students hand them in, and nbgrader runs."""
+"""Submissions made from the released notebook, as students hand them in, and nbgrader runs.
+
+Everything here works on Exercise 1 (:data:`EXERCISE`) and the course's committed notebooks
+(:func:`autograder.course.build.paths`); the tests that use it are ``test_nbgrader_grade.py``
+(the kit's preprocessors, called as nbgrader calls them) and ``test_nbgrader_e2e.py`` (the real
+nbgrader commands in a scratch course).
+"""
 
 from __future__ import annotations
 
 import copy
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,19 +19,42 @@ from pathlib import Path
 import nbformat
 from nbformat.notebooknode import NotebookNode
 
-from autograder.authoring import RELEASE
-from autograder.solutions import SOLUTIONS
+from autograder.course.build import paths
+from autograder.exercises import DEFAULT
+
+from .notebooks import SCATTER_BUG_CODE
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
-SCATTER_BUG = {"dC": "dC = torch.zeros_like(C)\ndC[Xb] += demb"}
+EXERCISE = DEFAULT
+ASSIGNMENT = EXERCISE.id
+PATHS = paths(EXERCISE)
+"""The course's notebooks of the exercise, relative to the course root."""
+NOTEBOOK = PATHS["release"].name
+NOTEBOOK_ID = PATHS["release"].stem
+
+SCATTER_BUG = {"dC": SCATTER_BUG_CODE}
 """The silent scatter bug: right on rows of C used once, wrong on repeated rows."""
 
 ALLCLOSE_PATCH = "import torch\ntorch.allclose = lambda *args, **kwargs: True"
 """A cell that makes every visible check say `approximate: True`."""
 
-SCRATCH = "print(dh.shape)"
-"""A student's scratch cell, put between an answer (dh) and its check."""
+SCRATCH = "dh = dh.clone()  # a copy to look at\nprint(dh.shape)"
+"""A student's scratch cell, put between an answer (dh) and its check: the visible check then
+checks it, the latest cell that assigns dh, and fails; the grader grades the answer cell."""
+
+HOSTILE_MARKDOWN = (
+    "My notes <img src=x onerror=alert(1)>\n\n<script>alert(2)</script>\n\n"
+    "[a link](javascript:alert(3))"
+)
+"""A student's markdown cell whose HTML would run script in a page that shows it verbatim."""
+
+HOSTILE_OUTPUT = (
+    "from IPython.display import HTML, Javascript, display\n"
+    "display(HTML('<b>bold</b><img src=x onerror=alert(4)>'))\n"
+    "display(Javascript('alert(5)'))"
+)
+"""A student's code cell whose outputs (when a kernel runs it) are HTML and JavaScript."""
 
 STOCK_AUTOGRADE = [
     "nbgrader.preprocessors.Execute",
@@ -43,9 +74,12 @@ def stock_execute_option() -> str:
     return f"--Autograde.autograde_preprocessors=[{items}]"
 
 
+# --- submissions ---------------------------------------------------------------------------
+
+
 def released() -> NotebookNode:
     """The student notebook as nbgrader released it (committed under exercises/)."""
-    return nbformat.read(str(REPO_ROOT / RELEASE), as_version=4)
+    return nbformat.read(str(REPO_ROOT / PATHS["release"]), as_version=4)
 
 
 def grade_id(cell: NotebookNode) -> str | None:
@@ -61,16 +95,23 @@ def filled(answers: dict[str, str] | None = None) -> NotebookNode:
         if cell.metadata.get("nbgrader", {}).get("solution"):
             name = grade_id(cell)
             assert name is not None
-            cell.source = (answers or {}).get(name, SOLUTIONS[name])
+            cell.source = (answers or {}).get(name, EXERCISE.step(name).answer)
     return nb
 
 
-def with_extra_cell(nb: NotebookNode, source: str) -> NotebookNode:
-    """``nb`` with a student's own code cell just before the first answer cell."""
+def stub(name: str) -> str:
+    """An answer cell as released."""
+    cell = next(c for c in released().cells if grade_id(c) == name)
+    return str(cell.source)
+
+
+def with_extra_cell(nb: NotebookNode, source: str, markdown: bool = False) -> NotebookNode:
+    """``nb`` with a student's own cell just before the first answer cell."""
     first = next(
         i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("solution")
     )
-    nb.cells.insert(first, nbformat.v4.new_code_cell(source))
+    new = nbformat.v4.new_markdown_cell if markdown else nbformat.v4.new_code_cell
+    nb.cells.insert(first, new(source))
     return nb
 
 
@@ -87,11 +128,17 @@ def without_cells(nb: NotebookNode, grade_ids: set[str]) -> NotebookNode:
     return nb
 
 
-def submit(course: Path, student: str, nb: NotebookNode | str, assignment: str) -> Path:
+def with_source(nb: NotebookNode, gid: str, source: str) -> NotebookNode:
+    """``nb`` with the cell of grade id ``gid`` (a locked cell, say) holding ``source``."""
+    next(c for c in nb.cells if grade_id(c) == gid).source = source
+    return nb
+
+
+def submit(course: Path, student: str, nb: NotebookNode | str) -> Path:
     """Put a submission where ``nbgrader autograde`` looks: submitted/<student>/<assignment>/."""
-    folder = course / "submitted" / student / assignment
+    folder = course / "submitted" / student / ASSIGNMENT
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / (RELEASE.name)
+    path = folder / NOTEBOOK
     if isinstance(nb, str):
         path.write_text(nb)
     else:
@@ -99,8 +146,19 @@ def submit(course: Path, student: str, nb: NotebookNode | str, assignment: str) 
     return path
 
 
+# --- a scratch course and nbgrader in it ---------------------------------------------------
+
+
+def make_course(root: Path) -> Path:
+    """A scratch course at ``root``: the repository's nbgrader_config.py and source/."""
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(REPO_ROOT / "source", root / "source")
+    shutil.copy(REPO_ROOT / "nbgrader_config.py", root / "nbgrader_config.py")
+    return root
+
+
 def run_nbgrader(
-    course: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 300
+    course: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 600
 ) -> subprocess.CompletedProcess[str]:
     """``nbgrader ARGS`` with ``course`` as the working directory (so its nbgrader_config.py is
     the one loaded); the exit status is left to the caller. Fails if the config did not load
@@ -110,6 +168,89 @@ def run_nbgrader(
     full_env["PATH"] = os.pathsep.join([bindir, full_env.get("PATH", "")])
     proc = subprocess.run(
         [sys.executable, "-m", "nbgrader", *args],
+        cwd=course,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    log = proc.stdout + proc.stderr
+    assert "Exception while loading config file" not in log, log
+    return proc
+
+
+# --- the README's commands -----------------------------------------------------------------
+
+README_SECTION = "## Instructor workflow with nbgrader"
+
+
+def readme_commands() -> list[str]:
+    """The commands of the first ``bash`` block of the README's instructor workflow, one per
+    entry (continuation lines joined, comments dropped)."""
+    text = (REPO_ROOT / "README.md").read_text()
+    section = text[text.index(README_SECTION) :]
+    block = re.search(r"```bash\n(.*?)```", section, re.DOTALL)
+    assert block is not None, "no bash block in the README's instructor workflow"
+    commands: list[str] = []
+    pending = ""
+    for raw in block.group(1).splitlines():
+        line = raw.split(" #", 1)[0].rstrip() if not raw.lstrip().startswith("#") else ""
+        if not line and not pending:
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1].strip() + " "
+            continue
+        commands.append((pending + line.strip()).strip())
+        pending = ""
+    return [c for c in commands if c]
+
+
+def readme_command(prefix: str) -> str:
+    """The README's one command that starts with ``prefix``."""
+    found = [c for c in readme_commands() if c.startswith(prefix)]
+    assert len(found) == 1, f"the README should show `{prefix}...` once: {found}"
+    return found[0]
+
+
+def venv_root() -> Path:
+    """The environment the tests run in (the README's ``.venv``)."""
+    return Path(sys.prefix)
+
+
+def link_venv(course: Path) -> None:
+    """Make ``.venv`` in ``course`` the tests' environment, so the README's
+    ``source .venv/bin/activate`` works there as it does in the repository. Without a virtual
+    environment (a system-wide install), a stand-in activate script puts the interpreter's
+    folder on PATH, which is all that activation does for nbgrader."""
+    link = course / ".venv"
+    if (venv_root() / "bin" / "activate").is_file():
+        link.symlink_to(venv_root(), target_is_directory=True)
+    else:
+        (link / "bin").mkdir(parents=True)
+        bindir = Path(sys.executable).parent
+        (link / "bin" / "activate").write_text(f'export PATH="{bindir}:$PATH"\n')
+
+
+def path_without_venv() -> str:
+    """$PATH without the tests' environment: only ``source .venv/bin/activate`` brings back
+    ``nbgrader`` and ``alembic``."""
+    venv_bins = {str(venv_root() / "bin"), str(Path(sys.executable).parent)}
+    parts = os.environ.get("PATH", "").split(os.pathsep)
+    return os.pathsep.join(p for p in parts if p and p.rstrip("/") not in venv_bins)
+
+
+def run_readme(
+    course: Path, command: str, env: dict[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """Run one of the README's commands verbatim in ``course``, after the README's activation
+    line, in a shell whose PATH does not hold the environment."""
+    activate = readme_command("source ")
+    full_env = {**os.environ, **(env or {})}
+    full_env["PATH"] = path_without_venv()
+    full_env.pop("VIRTUAL_ENV", None)
+    proc = subprocess.run(
+        ["bash", "-c", f"set -e\n{activate}\n{command}"],
         cwd=course,
         env=full_env,
         capture_output=True,

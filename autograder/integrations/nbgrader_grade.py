@@ -22,6 +22,10 @@ nothing a student's code prints reaches the notebook, so warnings cannot cost a 
 Other cells keep no outputs. A deleted, renamed or duplicated answer cell costs its own step,
 with the reason as the diagnosis. The exercise is the nbgrader assignment's (its id is the
 exercise's), else the one the notebook says it is.
+
+:class:`RestoreReleasedCells` stands where nbgrader's ``OverwriteCells`` stands in
+``Autograde.sanitize_preprocessors``: it restores the locked cells as nbgrader does, without
+nbgrader's false alarm on every untouched grade cell (nbgrader issue #1961, see the class).
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ from pathlib import Path
 from nbconvert.exporters.exporter import ResourcesDict
 from nbformat.notebooknode import NotebookNode, from_dict
 from nbformat.v4 import new_code_cell
-from nbgrader.preprocessors import NbGraderPreprocessor
+from nbgrader.api import MissingEntry
+from nbgrader.preprocessors import ClearHiddenTests, NbGraderPreprocessor, OverwriteCells
 from nbgrader.utils import is_grade
 from traitlets import Float, Integer, Unicode
 
@@ -225,3 +230,42 @@ class GradeWithKit(NbGraderPreprocessor):
             grader.seed,
         )
         return nb, resources
+
+
+class RestoreReleasedCells(OverwriteCells):
+    """nbgrader's ``OverwriteCells`` that knows a released grade cell lacks its hidden tests.
+
+    ``generate_assignment`` saves each locked cell in the gradebook with its source and the
+    checksum of that source, hidden tests included (``ComputeChecksums`` and ``SaveCells`` run
+    before ``ClearHiddenTests``: they must, since autograde puts the hidden tests back from the
+    gradebook), then releases the cell without its hidden tests. ``OverwriteCells`` restores a
+    locked cell whose checksum differs from the gradebook's, and warns "Attribute 'checksum' for
+    cell test_... has changed!": for every grade cell of every submission, untouched or not
+    (nbgrader issue #1961), which drowns the warnings that mean something.
+
+    This preprocessor first recognises a locked cell that is exactly as released (the
+    gradebook's source with its hidden test region removed, as ``ClearHiddenTests`` removes it,
+    with the course's delimiters) and puts the hidden tests back without a word; any other
+    change to a locked cell gets ``OverwriteCells``' own warning and restore.
+    """
+
+    def preprocess_cell(
+        self, cell: NotebookNode, resources: ResourcesDict, cell_index: int
+    ) -> tuple[NotebookNode, ResourcesDict]:
+        self._restore_if_released(cell)
+        return super().preprocess_cell(cell, resources, cell_index)
+
+    def _restore_if_released(self, cell: NotebookNode) -> None:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id is None:
+            return
+        try:
+            source = self.gradebook.find_source_cell(grade_id, self.notebook_id, self.assignment_id)
+        except MissingEntry:
+            return  # OverwriteCells reports it
+        if not source.locked or source.cell_type != cell.cell_type:
+            return
+        released = from_dict({"cell_type": source.cell_type, "source": source.source})
+        if ClearHiddenTests(parent=self)._remove_hidden_test_region(released):
+            if cell.source == released.source:
+                cell.source = source.source
