@@ -76,7 +76,7 @@ def grade_batch(folder: Path, jobs: int) -> tuple[float, int]:
     cmd = [
         sys.executable,
         "-m",
-        "autograder.cli",
+        "autograder",
         "grade",
         str(folder),
         "--quiet",

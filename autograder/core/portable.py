@@ -240,6 +240,19 @@ def factor_name(factors: Sequence[tuple[float, int]]) -> str | None:
     return None
 
 
+def broadcast_shape(*shapes: Sequence[int]) -> tuple[int, ...] | None:
+    """The shape ``shapes`` broadcast to, or None when they do not broadcast (numpy's rule;
+    ``torch.broadcast_shapes`` would import torch's symbolic-shapes machinery, 0.2 s)."""
+    rank = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(1, rank + 1):
+        sizes = {int(s[-i]) for s in shapes if len(s) >= i} - {1}
+        if len(sizes) > 1:
+            return None
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(reversed(out))
+
+
 def transposed_match(answer: torch.Tensor, ref: torch.Tensor, tol: float) -> bool:
     """A 2-D answer of shape ``ref.T.shape`` (not square) whose transpose is the reference."""
     if answer.dim() != 2 or ref.dim() != 2 or answer.shape != ref.T.shape:

@@ -10,6 +10,7 @@ nbgrader derives the student and solution notebooks from it (:mod:`autograder.co
 
 from __future__ import annotations
 
+import platform
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,24 @@ from nbformat.notebooknode import NotebookNode
 from ..exercises.definition import Exercise, Step
 from ..grading.submission import METADATA_KEY
 from . import templates
+
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+"""The kernel ipykernel installs by default."""
+
+
+def language_info() -> dict[str, object]:
+    """What a Python kernel reports about itself when a notebook opens. JupyterLab writes it
+    into the notebook, so a notebook that already holds exactly this opens unmodified (with a
+    kernel of the Python the course was built with)."""
+    return {
+        "codemirror_mode": {"name": "ipython", "version": 3},
+        "file_extension": ".py",
+        "mimetype": "text/x-python",
+        "name": "python",
+        "nbconvert_exporter": "python",
+        "pygments_lexer": "ipython3",
+        "version": platform.python_version(),
+    }
 
 
 def markdown(cell_id: str, text: str) -> NotebookNode:
@@ -67,8 +86,8 @@ def source_notebook(ex: Exercise) -> NotebookNode:
     """The nbgrader source notebook of ``ex``."""
     nb = nbformat.v4.new_notebook()
     nb.metadata = {
-        "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
-        "language_info": {"name": "python"},
+        "kernelspec": KERNELSPEC,
+        "language_info": language_info(),
         METADATA_KEY: {"exercise": ex.id},
     }
     nb.cells = [

@@ -32,6 +32,7 @@ from ..core.cases import Case
 from ..core.portable import (
     FLOOR,
     as64,
+    broadcast_shape,
     close,
     factor_name,
     fit_factor,
@@ -65,11 +66,8 @@ def broadcast_match(answer: torch.Tensor, ref: torch.Tensor, tol: float) -> bool
     lecture's ``cmp`` (``torch.allclose`` broadcasts) would have reported it as right."""
     if answer.shape == ref.shape:
         return False
-    try:
-        shape = torch.broadcast_shapes(answer.shape, ref.shape)
-    except RuntimeError:
-        return False
-    if math.prod(shape) > MAX_BROADCAST:  # (2**24, 1) against (1, 64): not in the parent
+    shape = broadcast_shape(answer.shape, ref.shape)
+    if shape is None or math.prod(shape) > MAX_BROADCAST:  # (2**24, 1) against (1, 64)
         return False
     return maxabs(as64(answer).expand(shape) - ref.expand(shape)) <= tol
 
@@ -200,11 +198,8 @@ def missing_factor(
     for name, value in case.graph64.items():
         if not isinstance(value, torch.Tensor) or not value.is_floating_point() or name == step.var:
             continue
-        try:
-            shape = torch.broadcast_shapes(value.shape, ref.shape)
-        except RuntimeError:
-            continue
-        if shape != ref.shape or value.numel() < 2 or maxabs(value - value.mean()) < 1e-3:
+        shape = broadcast_shape(value.shape, ref.shape)
+        if shape != tuple(ref.shape) or value.numel() < 2 or maxabs(value - value.mean()) < 1e-3:
             continue
         if bool((value.abs() < 1e-6).any()):
             continue

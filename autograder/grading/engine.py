@@ -19,6 +19,7 @@ are also kept on disk for the next run with the same seed and kit version
 from __future__ import annotations
 
 import ast
+import functools
 import secrets
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
@@ -46,6 +47,7 @@ AnswerKey = tuple[str, str, str]
 """(exercise id, step name, normalised code): answers with one key are graded once."""
 
 
+@functools.lru_cache(maxsize=65536)
 def normalise(code: str) -> str:
     """The code's syntax tree as text: comments, blank lines, spacing and quoting do not count.
     Code that does not parse is kept as it is, less trailing spaces."""
@@ -87,7 +89,9 @@ class Grader:
     ``limits`` bound each answer and each submission; ``jobs`` is the number of sandboxes (0:
     one per core); ``sandbox`` is how they are confined (``auto``, ``userns``, ``bwrap``, or
     ``none`` to accept the risk); ``cache`` is a folder for outcomes kept between runs. Building
-    a Grader starts its sandboxes; :meth:`close` (or dropping the Grader) stops them.
+    a Grader starts its sandboxes; :meth:`close` (or dropping the Grader) stops them. A ``pool``
+    started earlier (:func:`autograder.sandbox.pool.Pool`, warmed before torch is imported here,
+    so both imports overlap) is used instead, with its limits.
     """
 
     def __init__(
@@ -97,16 +101,18 @@ class Grader:
         jobs: int = 0,
         sandbox: str = "auto",
         cache: Path | None = None,
+        pool: Pool | None = None,
     ) -> None:
         self.seed = secrets.randbelow(2**31) if seed is None else int(seed)
-        self.limits = limits or Limits()
-        self.pool = Pool(self.limits, jobs, sandbox)
+        self.limits = pool.limits if pool is not None else limits or Limits()
+        self.pool = pool if pool is not None else Pool(self.limits, jobs, sandbox)
         self._finalizer = weakref.finalize(self, self.pool.close)
         self.pool.warm()  # the sandboxes import torch while the cases are built
         self._cases: dict[str, list[Case]] = {}
         self._runs: dict[AnswerKey, _Run] = {}
         self.cache = OutcomeCache(cache, __version__, self.seed) if cache else None
         self.executed = 0  # answers run in sandboxes so far (each distinct answer once)
+        self._placed_results: dict[tuple[int, str | None], tuple[StepResult, StepResult]] = {}
 
     @property
     def confinement(self) -> str:
@@ -323,10 +329,17 @@ class Grader:
         [(_, results)] = list(self._grade({0: (sub, list(sub.exercise.steps))}))
         return self._result(sub, results)
 
-    @staticmethod
-    def _result(sub: Submission, results: Mapping[str, StepResult]) -> SubmissionResult:
+    def _placed(self, result: StepResult, where: str | None) -> StepResult:
+        """``result`` with ``where`` set: one object for every submission that shares both (so
+        a class of copies shares its step results, and their JSON, too)."""
+        key = (id(result), where)
+        if key not in self._placed_results:
+            self._placed_results[key] = (result, replace(result, where=where))
+        return self._placed_results[key][1]
+
+    def _result(self, sub: Submission, results: Mapping[str, StepResult]) -> SubmissionResult:
         ex = sub.exercise
-        steps = [replace(results[s.name], where=sub.where.get(s.name)) for s in ex.steps]
+        steps = [self._placed(results[s.name], sub.where.get(s.name)) for s in ex.steps]
         failed = [r.step for r in steps if not r.passed and ex.step(r.step).kind == "gradient"]
         for i, r in enumerate(steps):
             unanswered = [d.code for d in r.diagnoses] == ["not-implemented"]

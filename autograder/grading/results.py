@@ -16,7 +16,7 @@ import json
 import math
 import os
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -99,9 +99,80 @@ class RunResult:
     kit: str = "backprop-ninja"
     version: str = ""
     shard: str | None = None  # "K/N" when this run graded one part of a class
+    fragments: dict[int, str] = field(default_factory=dict, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
-        return finite(asdict(self))
+        return {
+            "seed": self.seed,
+            "submissions": [submission_json(s) for s in self.submissions],
+            "kit": self.kit,
+            "version": self.version,
+            "shard": self.shard,
+        }
+
+    def json_text(self, fragments: dict[int, str] | None = None) -> str:
+        """The run as strict JSON text, one submission per line. ``fragments`` keeps each
+        submission's text by object id, so a long batch that rewrites its file as it goes
+        serialises every submission once."""
+        memo = fragments if fragments is not None else {}
+        lines = []
+        for sub in self.submissions:
+            if id(sub) not in memo:
+                memo[id(sub)] = json.dumps(submission_json(sub), allow_nan=False)
+            lines.append(memo[id(sub)])
+        head = {"seed": self.seed, "kit": self.kit, "version": self.version, "shard": self.shard}
+        fields = json.dumps(head)[1:-1]
+        return "{" + fields + ', "submissions": [\n' + ",\n".join(lines) + "\n]}\n"
+
+
+def _number(x: float | None) -> float | None:
+    return x if x is None or math.isfinite(x) else None
+
+
+def step_json(s: StepResult) -> dict[str, Any]:
+    """One step's result as JSON data (strict: non-finite numbers as null); no deep copies."""
+    return {
+        "step": s.step,
+        "passed": s.passed,
+        "score": s.score,
+        "max_score": s.max_score,
+        "maxdiff": _number(s.maxdiff),
+        "exact": s.exact,
+        "shape": s.shape,
+        "expected_shape": s.expected_shape,
+        "dtype": s.dtype,
+        "diagnoses": [{"code": d.code, "message": d.message} for d in s.diagnoses],
+        "cases": [
+            {
+                "case": c.case,
+                "passed": c.passed,
+                "maxdiff": _number(c.maxdiff),
+                "tolerance": _number(c.tolerance),
+                "status": c.status,
+            }
+            for c in s.cases
+        ],
+        "rows": (
+            {"uses": s.rows.uses, "wrong": s.rows.wrong, "repeated": s.rows.repeated}
+            if s.rows
+            else None
+        ),
+        "seconds": _number(s.seconds),
+        "where": s.where,
+    }
+
+
+def submission_json(sub: SubmissionResult) -> dict[str, Any]:
+    """One submission's result as JSON data (see :func:`step_json`)."""
+    return {
+        "path": sub.path,
+        "score": sub.score,
+        "max_score": sub.max_score,
+        "error": sub.error,
+        "steps": [step_json(s) for s in sub.steps],
+        "exercise": sub.exercise,
+        "format": sub.format,
+    }
 
 
 def submission_from_json(data: dict[str, Any]) -> SubmissionResult:
@@ -172,5 +243,9 @@ def dumps(data: Any, indent: int | None = 2) -> str:
 
 
 def write_json(path: Path, data: Any) -> None:
-    """Atomically write ``data`` as indented, strict JSON."""
-    write_atomic(path, dumps(data) + "\n")
+    """Atomically write ``data`` as indented, strict JSON; a :class:`RunResult` is written one
+    submission per line, each serialised once however often the file is rewritten."""
+    if isinstance(data, RunResult):
+        write_atomic(path, data.json_text(data.fragments))
+    else:
+        write_atomic(path, dumps(data) + "\n")

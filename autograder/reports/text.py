@@ -9,7 +9,8 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Iterable
 
-from ..grading.results import Diagnosis, StepResult
+from ..exercises import Exercise
+from ..grading.results import CaseResult, Diagnosis, StepResult
 
 WRAP = 96
 """Width of the diagnoses in a grade cell's text (notebooks and feedback do not wrap outputs)."""
@@ -49,3 +50,75 @@ def verdict_text(result: StepResult, seed: int, width: int = WRAP) -> str:
     if not result.passed and not result.diagnoses:
         lines.append(f"{result.step} is not correct.")
     return "\n".join(lines) + "\n"
+
+
+UNSTARTED = "not-implemented"
+"""The diagnosis of an answer cell left as released: not a mistake, the step is not started."""
+MISSING = "missing-cell"
+"""The diagnosis of a step whose answer cell was not found in the notebook."""
+
+
+def step_state(result: StepResult) -> str:
+    """``pass``, ``wrong`` (a real mistake), ``unstarted`` (the cell is as released) or
+    ``missing`` (no answer cell): the reports show the last two apart from mistakes."""
+    if result.passed:
+        return "pass"
+    codes = {d.code for d in result.diagnoses}
+    if codes == {UNSTARTED}:
+        return "unstarted"
+    if codes == {MISSING}:
+        return "missing"
+    return "wrong"
+
+
+STATUS_WORDS = {
+    "wrong-value": "wrong values",
+    "shape-mismatch": "wrong shape",
+    "error": "raised an error",
+    "not-a-tensor": "not a tensor",
+    "number": "a number, not a tensor",
+    "other": "not a tensor",
+    "missing": "the gradient was not assigned",
+    "too-large": "too large to compare",
+    "not-implemented": "not implemented",
+    "no-result": "no result",
+}
+"""A failed configuration's status (:class:`~autograder.grading.results.CaseResult`) in words."""
+
+
+def case_words(ex: Exercise, case: str) -> str:
+    """What a hidden configuration is, in an instructor's words (its name if unknown)."""
+    for spec in ex.cases:
+        if spec.name == case:
+            return spec.words
+    return case
+
+
+def case_failure(c: CaseResult) -> str:
+    """Why one configuration failed: ``wrong values (largest difference 0.31, allowed 2e-05)``."""
+    words = STATUS_WORDS.get(c.status, c.status.replace("-", " "))
+    if c.status == "wrong-value" and c.maxdiff is not None:
+        allowed = f", allowed {c.tolerance:.1g}" if c.tolerance is not None else ""
+        return f"{words} (largest difference {c.maxdiff:.3g}{allowed})"
+    if c.status == "wrong-value":  # nan or inf somewhere
+        return f"{words} (not finite: nan or inf)"
+    return words
+
+
+def shape_fact(result: StepResult) -> str | None:
+    """``your shape (64,), expected (1, 64)`` when the answer's shape is wrong, else None."""
+    if result.shape is None or list(result.shape) == list(result.expected_shape):
+        return None
+    return f"your shape {tuple(result.shape)}, expected {tuple(result.expected_shape)}"
+
+
+def failure_facts(ex: Exercise, result: StepResult) -> list[str]:
+    """What failed in a failed step, one line each: the shape got against the one expected,
+    then every failed configuration with what it is and why (no line for a passed step)."""
+    if result.passed:
+        return []
+    facts = [f] if (f := shape_fact(result)) else []
+    for c in result.cases:
+        if not c.passed:
+            facts.append(f"{c.case} ({case_words(ex, c.case)}): {case_failure(c)}")
+    return facts
