@@ -1,577 +1,928 @@
-"""The sandbox against real hostile tasks: real forks, real signals, nothing mocked."""
+"""The sandbox's promises, seen from inside it, through the real Pool and Grader.
+
+Each variant (the grader as root or as ``nobody``; the sandbox confined by the kit's own user
+namespaces or by bubblewrap) starts one Grader and runs probes as answers: one gathers what a
+submission can see and do (:data:`FACTS`), one collects every floating tensor it can reach and
+sends it back (:data:`REACH`), a battery of autograd attempts and of ordinary answers is graded,
+a submission leaves traps in its scratch for the next one, and a budget of three seconds meets
+answers that loop. The unprivileged variant runs :func:`explore` in a child that dropped to uid
+65534 itself (see :mod:`tests.unprivileged`) and sends the same report back as JSON; the tests
+assert the same facts of both.
+
+Nothing is mocked, and nothing depends on the machine's speed: time limits are generous and every
+wait ends on an event (an outcome, a process's exit).
+"""
 
 from __future__ import annotations
 
-import ctypes
+import contextlib
 import json
 import os
-import select
+import shutil
 import signal
 import socket
-import struct
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
-from typing import cast
+from typing import Any
 
+import psutil
 import pytest
 import torch
 
-from autograder import sandbox
-from autograder.sandbox import Limits, Outcome, run, run_many
-
-FAST = Limits(wall_seconds=1.0, memory_bytes=256 * 2**20)
-ROOT = os.geteuid() == 0
-needs_root = pytest.mark.skipif(not ROOT, reason="this confinement needs root")
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-@pytest.fixture(autouse=True)
-def private_tempdir(tmp_path: Path) -> Iterator[Path]:
-    """Scratch dirs go under a directory of the test's own, to check nothing is left; and no
-    test may leave a child process of this one behind (others' fixtures may have some)."""
-    saved, children = tempfile.tempdir, set(_children_of(os.getpid()))
-    tempfile.tempdir = str(tmp_path)
-    try:
-        yield tmp_path
-    finally:
-        tempfile.tempdir = saved
-    assert list(tmp_path.iterdir()) == [], "a scratch directory was left behind"
-    assert set(_children_of(os.getpid())) <= children, "a child process was left behind"
-
-
-def _name_this_process(name: str) -> None:
-    _libc.prctl(15, name.encode(), 0, 0, 0)  # PR_SET_NAME: findable in /proc/*/comm
-
-
-def _processes_named(name: str) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if Path(f"/proc/{entry}/comm").read_text().strip() == name:
-                    found.append(int(entry))
-            except OSError:
-                pass
-    return found
-
-
-def _children_of(pid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry))
-    return found
-
-
-def _rss_bytes() -> int:
-    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-# --- tasks --------------------------------------------------------------------------------
-
-
-def loop_forever() -> bytes:
-    while True:
-        pass
-
-
-def sleep_forever() -> bytes:
-    time.sleep(1e9)
-    return b""
-
-
-def allocate_50_gb_tensor() -> bytes:
-    return torch.empty(50 * 2**30, dtype=torch.uint8).numpy().tobytes()
-
-
-def grow_a_list() -> bytes:
-    chunks = []
-    while True:
-        chunks.append(bytearray(2**20))
-
-
-def print_300_mb() -> bytes:
-    line = "x" * 999 + "\n"
-    for _ in range(300_000):
-        sys.stdout.write(line)
-    return b"printed"
-
-
-def exit_3() -> bytes:
-    os._exit(3)
-
-
-def exit_0() -> bytes:
-    os._exit(0)
-
-
-def sys_exit_4() -> bytes:
-    sys.exit(4)
-
-
-def raise_keyboard_interrupt() -> bytes:
-    raise KeyboardInterrupt
-
-
-def spawn_orphan(name: str) -> Callable[[], bytes]:
-    def task() -> bytes:
-        if os.fork() == 0:
-            os.setsid()
-            if os.fork() == 0:  # a grandchild in a session of its own, reparented on exit
-                _name_this_process(name)
-                time.sleep(1000)
-            os._exit(0)
-        time.sleep(0.2)  # the orphan is running when the task ends
-        return b"spawned"
-
-    return task
-
-
-def start_non_daemon_thread() -> bytes:
-    threading.Thread(target=time.sleep, args=(1000,), daemon=False).start()
-    return b"thread started"
-
-
-def write_garbage_to_fds() -> bytes:
-    for fd in range(1, 21):
-        try:
-            os.write(fd, b"\x00garbage\xff" * 100)
-        except OSError:
-            pass
-    return b"unreachable as a result"
-
-
-def close_every_fd() -> bytes:
-    os.closerange(0, 1024)
-    return b"nowhere to go"
-
-
-def return_2_mb() -> bytes:
-    return b"x" * (2 * 2**20)
-
-
-def write_a_truncated_frame() -> bytes:
-    os.write(3, struct.pack("!8scQ", b"BPNSBX1\n", b"R", 100) + b"only ten b")
-    os._exit(0)
-
-
-def lock_up_the_scratch_dir() -> bytes:
-    for _ in range(3):
-        Path("deep").mkdir()
-        os.chdir("deep")
-        Path("file").write_text("x" * 1000)
-    for _ in range(3):
-        os.chdir("..")
-        os.chmod("deep", 0)  # unreadable, untraversable, unwritable
-    return b"locked"
-
-
-def print_then_return() -> bytes:
-    print("hello from the task")
-    return b"payload"
-
-
-# --- single tasks -------------------------------------------------------------------------
-
-
-def test_a_payload_comes_back_byte_for_byte_with_the_output() -> None:
-    weights = torch.randn(64, 27, generator=torch.Generator().manual_seed(0))
-
-    def task() -> bytes:  # reads the parent's tensor through copy-on-write memory
-        print("computing")
-        return (weights * 2).numpy().tobytes()
-
-    outcome = run(task, FAST)
-    assert outcome.status == "ok", outcome
-    assert outcome.payload == (weights * 2).numpy().tobytes()
-    assert outcome.output == "computing\n"
-    assert outcome.seconds < 1.0
-
-
-@pytest.mark.parametrize("task", [loop_forever, sleep_forever], ids=["loop", "sleep"])
-def test_a_task_that_never_ends_is_killed_at_the_wall_clock_limit(task: Callable) -> None:
-    started = time.monotonic()
-    outcome = run(task, FAST)
-    assert outcome.status == "timeout"
-    assert outcome.detail == "killed after 1.0 s (wall-clock limit)"
-    assert 1.0 <= time.monotonic() - started < 3.0
-
-
-def test_a_50_gb_tensor_fails_in_the_child_and_the_grader_stays_small() -> None:
-    before = _rss_bytes()
-    outcome = run(allocate_50_gb_tensor, FAST)
-    assert outcome.status == "crashed"
-    assert "RuntimeError" in outcome.detail and "allocate" in outcome.detail
-    assert _rss_bytes() - before < 50 * 2**20
-
-
-def test_a_growing_list_stops_at_the_memory_limit() -> None:
-    before = _rss_bytes()
-    outcome = run(grow_a_list, Limits(wall_seconds=10.0, memory_bytes=256 * 2**20))
-    assert outcome.status == "crashed"
-    assert "MemoryError" in outcome.detail or "out of memory" in outcome.detail
-    assert _rss_bytes() - before < 50 * 2**20
-
-
-def test_printing_300_mb_keeps_only_the_head_of_the_output() -> None:
-    before = _rss_bytes()
-    outcome = run(print_300_mb, Limits(wall_seconds=10.0, output_bytes=4096))
-    assert outcome.status == "ok" and outcome.payload == b"printed"
-    assert outcome.output == ("x" * 999 + "\n") * 4 + "x" * 96
-    assert _rss_bytes() - before < 50 * 2**20
-
-
-@pytest.mark.parametrize(
-    ("task", "status", "detail"),
-    [
-        (exit_3, "crashed", "exited with code 3"),
-        (exit_0, "no-result", "exited with code 0 without returning a result"),
-        (sys_exit_4, "crashed", "raised SystemExit: 4"),
-        (raise_keyboard_interrupt, "crashed", "raised KeyboardInterrupt"),
-        (close_every_fd, "crashed", "exited with code 74: its result channel was closed"),
-        (write_a_truncated_frame, "crashed", "exited with code 0 after 27 bytes of a result"),
-    ],
-    ids=["os-exit-3", "os-exit-0", "sys-exit", "keyboard-interrupt", "close-fds", "truncated"],
+from autograder.exercises import DEFAULT as EX
+from autograder.grading.answers import parse_payload
+from autograder.grading.compare import RTOL
+from autograder.grading.engine import Grader
+from autograder.sandbox import memory, plan, seccomp, wire
+from autograder.sandbox.limits import Limits, Outcome
+from autograder.sandbox.plan import KIT_DIR, RUNNER_FILES, SYSTEM_PATHS, interpreter_paths
+from autograder.sandbox.pool import Job, Pool, SandboxUnavailable, Task, choose_mode
+
+from .unprivileged import (
+    NOBODY,
+    REPO_ROOT,
+    expected_uid,
+    require_unprivileged,
+    run_json,
+    skip_or_fail,
 )
-def test_a_task_that_leaves_early_gets_a_reason(task: Callable, status: str, detail: str) -> None:
-    outcome = run(task, FAST)
-    assert (outcome.status, outcome.detail) == (status, detail)
+
+SEED = 4242
+LIMITS = Limits(step_seconds=20.0, budget_seconds=120.0, output_bytes=8192)
+"""Generous: nothing here should come near a limit but the probes that are about limits."""
+
+BUDGET = Limits(step_seconds=1.0, budget_seconds=3.0)
+"""For the time-budget probe: one second a step, three for the whole submission."""
+
+SECRET_ENV = "BACKPROP_NINJA_TEST_SECRET"
 
 
-def test_an_exception_is_reported_with_its_traceback_in_the_output() -> None:
-    def task() -> bytes:
-        raise ValueError("wrong shape")
+# ---------------------------------------------------------------------------------------------
+# probes (answer code; ``@NAME@`` is replaced by a JSON value)
 
-    outcome = run(task, FAST)
-    assert (outcome.status, outcome.detail) == ("crashed", "raised ValueError: wrong shape")
-    assert "Traceback" in outcome.output and "ValueError: wrong shape" in outcome.output
+FACTS = r"""
+import errno, json, os, resource, socket, sys
 
-
-def test_a_task_returning_something_else_than_bytes_is_reported() -> None:
-    outcome = run(lambda: 42, FAST)  # type: ignore[arg-type, return-value]
-    assert (outcome.status, outcome.detail) == ("crashed", "returned int, not bytes")
-
-
-def test_a_task_that_kills_its_parent_does_not_kill_the_grader() -> None:
-    grader = os.getpid()
-
-    def task() -> bytes:
-        results = []
-        for target in (os.getppid(), grader):
-            try:
-                os.kill(target, signal.SIGKILL)
-                results.append("killed")
-            except OSError as error:
-                results.append(type(error).__name__)
-        return ",".join(results).encode()
-
-    if not ROOT:  # without privileges the kill would succeed: this is what root mode prevents
-        pytest.skip("only root can stop a task from signalling the grader")
-    outcome = run(task, FAST)
-    assert outcome.status == "ok"
-    # getppid() is 0 in the PID namespace: kill(0) hits the child's own group, which as the
-    # namespace's init ignores it; the grader's pid does not exist in there.
-    assert outcome.payload == b"killed,ProcessLookupError"
-
-
-def test_a_grandchild_in_its_own_session_does_not_outlive_the_task() -> None:
-    if not ROOT:
-        outcome = run(spawn_orphan("bpn-orphan-1"), FAST)
-        assert outcome.status == "crashed" and "BlockingIOError" in outcome.detail
-    else:
-        outcome = run(spawn_orphan("bpn-orphan-1"), FAST)
-        assert outcome.status == "ok", outcome
-    assert _processes_named("bpn-orphan-1") == []
-
-
-def test_a_grandchild_of_a_task_that_times_out_dies_with_it() -> None:
-    spawn = spawn_orphan("bpn-orphan-2")
-
-    def task() -> bytes:
-        spawn()
-        return sleep_forever()
-
-    outcome = run(task, FAST)
-    assert outcome.status == ("timeout" if ROOT else "crashed")
-    assert _processes_named("bpn-orphan-2") == []
-
-
-def test_a_fork_bomb_is_bounded_and_leaves_nothing_behind() -> None:
-    def task() -> bytes:
-        started = 0
-        for _ in range(1000):
-            try:
-                if os.fork() == 0:
-                    _name_this_process("bpn-bomb")
-                    time.sleep(1000)
-                started += 1
-            except OSError:
-                break
-        return str(started).encode()
-
-    outcome = run(task, FAST)
-    if ROOT:
-        assert outcome.status == "ok" and int(outcome.payload) <= 16
-    else:
-        assert outcome.status == "crashed" and "BlockingIOError" in outcome.detail
-    assert _processes_named("bpn-bomb") == []
-
-
-def test_a_segfault_is_reported_with_its_signal() -> None:
-    outcome = run(lambda: ctypes.string_at(0), FAST)
-    assert (outcome.status, outcome.detail) == ("crashed", "killed by signal 11 (SIGSEGV)")
-
-
-def test_a_non_daemon_thread_does_not_keep_the_task_alive() -> None:
-    outcome = run(start_non_daemon_thread, FAST)
-    if ROOT:
-        assert outcome.status == "ok" and outcome.seconds < 0.5
-    else:  # may start no thread at all
-        assert outcome.status == "crashed" and "RuntimeError" in outcome.detail
-
-
-def test_garbage_on_every_fd_reaches_neither_the_result_nor_the_graders_files(
-    tmp_path: Path,
-) -> None:
-    with open(tmp_path.parent / "grader-log.txt", "w+") as log:  # an fd the grader has open
-        log.write("grader\n")
-        log.flush()
-        outcome = run(write_garbage_to_fds, FAST)
-        log.seek(0)
-        assert log.read() == "grader\n"
-    assert outcome.status == "crashed"
-    assert outcome.detail == "wrote malformed data to the result channel"
-    assert "garbage" in outcome.output  # fds 1 and 2 are the capture
-
-
-def test_a_result_over_the_cap_is_too_large() -> None:
-    outcome = run(return_2_mb, Limits(wall_seconds=1.0, result_bytes=2**20))
-    assert outcome.status == "too-large"
-    assert outcome.detail == "result too large (2097152 bytes, limit 1048576)"
-    assert outcome.payload == b""
-
-
-def test_an_exception_with_a_broken_str_is_still_reported() -> None:
-    class Nasty(Exception):
-        def __str__(self) -> str:
-            raise RuntimeError("no")
-
-    def task() -> bytes:
-        raise Nasty
-
-    outcome = run(task, FAST)
-    assert (outcome.status, outcome.detail) == (
-        "crashed",
-        "raised an exception that cannot be printed",
-    )
-
-
-@needs_root
-def test_the_task_runs_as_nobody_without_network_in_a_private_tmp() -> None:
-    def task() -> bytes:
-        facts: dict[str, object] = {"uid": os.getuid(), "cwd": os.getcwd(), "tmp": os.listdir()}
-        for name, attempt in {
-            "connect": lambda: socket.create_connection(("1.1.1.1", 53), timeout=0.5),
-            "write_outside": lambda: open("/etc/backprop-ninja-test", "w"),
-        }.items():
-            try:
-                attempt()
-                facts[name] = "allowed"
-            except OSError as error:
-                facts[name] = type(error).__name__
-        Path("scratch.txt").write_text("fine")
-        facts["env"] = sorted(os.environ)
-        return json.dumps(facts).encode()
-
-    outcome = run(task, FAST)
-    assert outcome.status == "ok", outcome
-    facts = json.loads(outcome.payload)
-    assert facts["uid"] == 65534 and facts["cwd"] == "/tmp"
-    assert facts["connect"] == "OSError"  # network unreachable: no interface is up
-    assert facts["write_outside"] == "PermissionError"
-    assert "PATH" in facts["env"] and "HOME" in facts["env"]
-    assert not any("TOKEN" in name or "SECRET" in name for name in facts["env"])
-
-
-@needs_root
-def test_lazy_imports_still_work_for_nobody() -> None:
-    def task() -> bytes:
-        import encodings.idna  # noqa: F401 - imported from the interpreter's own directory
-
-        return b"imported"
-
-    sys.modules.pop("encodings.idna", None)
-    assert run(task, FAST).payload == b"imported"
-
-
-def test_the_graders_mounts_and_working_directory_are_untouched() -> None:
-    mounts, cwd = Path("/proc/self/mountinfo").read_text(), os.getcwd()
-    list(run_many(((i, print_then_return) for i in range(4)), FAST, jobs=2))
-    assert Path("/proc/self/mountinfo").read_text() == mounts
-    assert os.getcwd() == cwd
-
-
-# --- many tasks ---------------------------------------------------------------------------
-
-
-def test_run_many_with_twenty_mixed_tasks_gives_each_its_own_outcome() -> None:
-    cases: list[tuple[str, Callable[[], bytes], str]] = [
-        ("ok-1", print_then_return, "ok"),
-        ("loop", loop_forever, "timeout"),
-        ("sleep", sleep_forever, "timeout"),
-        ("tensor-50gb", allocate_50_gb_tensor, "crashed"),
-        ("exit-3", exit_3, "crashed"),
-        ("exit-0", exit_0, "no-result"),
-        ("sys-exit", sys_exit_4, "crashed"),
-        ("keyboard", raise_keyboard_interrupt, "crashed"),
-        ("orphan", spawn_orphan("bpn-orphan-3"), "ok" if ROOT else "crashed"),
-        ("thread", start_non_daemon_thread, "ok" if ROOT else "crashed"),
-        ("garbage", write_garbage_to_fds, "crashed"),
-        ("close-fds", close_every_fd, "crashed"),
-        ("too-large", return_2_mb, "too-large"),
-        ("truncated", write_a_truncated_frame, "crashed"),
-        ("print", print_300_mb, "ok"),
-    ]
-    cases += [(f"ok-{i}", print_then_return, "ok") for i in range(2, 7)]
-    assert len(cases) == 20
-    limits = Limits(wall_seconds=1.0, memory_bytes=256 * 2**20, result_bytes=2**20)
-    outcomes: dict[str, Outcome] = dict(
-        run_many(((name, task) for name, task, _ in cases), limits, jobs=2)
-    )
-    assert sorted(outcomes) == sorted(name for name, _, _ in cases)
-    for name, _, status in cases:
-        assert outcomes[name].status == status, (name, outcomes[name])
-    assert outcomes["ok-1"].payload == b"payload"
-    assert outcomes["ok-1"].output == "hello from the task\n"
-    assert _processes_named("bpn-orphan-3") == []
-
-
-def test_run_many_takes_tasks_lazily_and_keeps_at_most_jobs_running() -> None:
-    pulled = 0
-
-    def tasks() -> Iterator[tuple[int, Callable[[], bytes]]]:
-        nonlocal pulled
-        for i in range(1000):
-            pulled += 1
-            yield i, print_then_return
-
-    results = cast(Generator[tuple[int, Outcome], None, None], run_many(tasks(), FAST, jobs=2))
-    next(results)
-    assert pulled <= 4
-    results.close()
-
-
-def test_stopping_run_many_early_kills_every_live_child() -> None:
-    tasks = ((i, sleep_forever if i else print_then_return) for i in range(6))
-    results = cast(Generator[tuple[int, Outcome], None, None], run_many(tasks, FAST, jobs=3))
-    key, outcome = next(results)
-    assert (key, outcome.status) == (0, "ok")
-    results.close()  # what a KeyboardInterrupt or break in the consumer amounts to
-
-
-def test_an_exception_in_the_consumer_kills_every_live_child() -> None:
-    with pytest.raises(KeyError):
-        for _, _ in run_many(((i, sleep_forever) for i in range(3)), Limits(wall_seconds=0.2), 3):
-            raise KeyError("consumer failed")
-
-
-def test_ctrl_c_while_waiting_kills_every_live_child() -> None:
-    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
+def attempt(f):
     try:
-        with pytest.raises(KeyboardInterrupt):
-            list(run_many(((i, sleep_forever) for i in range(4)), Limits(wall_seconds=5.0), 2))
-    finally:
-        timer.cancel()
+        r = f()
+        return "ok"
+    except BaseException as e:
+        return type(e).__name__ + (f":{e.errno}" if isinstance(e, OSError) and e.errno else "")
 
-
-def test_five_hundred_trivial_tasks_take_milliseconds_each() -> None:
-    started = time.monotonic()
-    outcomes = list(run_many(((i, print_then_return) for i in range(500)), FAST, jobs=2))
-    per_task = (time.monotonic() - started) / 500
-    assert len(outcomes) == 500 and all(o.status == "ok" for _, o in outcomes)
-    assert per_task < 0.03  # ~3-5 ms on 2 idle cores; generous for loaded CI machines
-
-
-# --- without privileges -------------------------------------------------------------------
-
-
-@needs_root
-def test_a_grader_without_privileges_still_contains_its_tasks() -> None:
-    """Runs the sandbox from a grader process that dropped to nobody: the fallback path."""
-    shared = Path(tempfile.mkdtemp(dir="/tmp"))  # pytest's own tmp dirs are closed to nobody
-    shared.chmod(0o777)
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the unprivileged grader
-        code = 1
-        try:
-            os.close(read_fd)
-            tempfile.tempdir = str(shared)
-            os.setgroups([])
-            os.setresgid(65534, 65534, 65534)
-            os.setresuid(65534, 65534, 65534)
-            found: dict[str, object] = {}
-            for name, task in {
-                "ok": print_then_return,
-                "orphan": spawn_orphan("bpn-orphan-4"),
-                "sleep": sleep_forever,
-                "thread": start_non_daemon_thread,
-                "locked": lock_up_the_scratch_dir,
-            }.items():
-                outcome = run(task, FAST)
-                found[name] = [outcome.status, outcome.detail]
-            found["orphans"] = _processes_named("bpn-orphan-4")
-            found["left"] = os.listdir(shared)
-            os.write(write_fd, json.dumps(found).encode())
-            code = 0
-        except BaseException as error:
-            os.write(write_fd, json.dumps({"error": repr(error)}).encode())
-        finally:
-            os._exit(code)
-    os.close(write_fd)
-    try:
-        assert select.select([read_fd], [], [], 30)[0], "the unprivileged grader hung"
-        report = json.loads(os.read(read_fd, 65536))
-    finally:
-        os.close(read_fd)
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        shared.rmdir()
-    assert "error" not in report, report
-    assert report["ok"] == ["ok", "returned a result"]
-    assert report["orphan"][0] == "crashed" and "BlockingIOError" in report["orphan"][1]
-    assert report["sleep"] == ["timeout", "killed after 1.0 s (wall-clock limit)"]
-    assert report["thread"][0] == "crashed"
-    assert report["locked"] == ["ok", "returned a result"]
-    assert report["orphans"] == [] and report["left"] == []
-
-
-def test_the_scratch_base_of_a_killed_grader_is_removed_later(tmp_path: Path) -> None:
+def fork():
     pid = os.fork()
     if pid == 0:
         os._exit(0)
-    os.waitpid(pid, 0)  # a pid that no process has any more
-    stale, alive = tmp_path / f"backprop-ninja-sandbox-{pid}-x", tmp_path / "other"
-    for path in (stale / "7" / "sub", alive):
-        path.mkdir(parents=True)
-    os.utime(stale, (time.time() - 3600,) * 2)
-    sandbox._stale_checked = False
-    assert run(print_then_return, FAST).status == "ok"
-    assert sorted(tmp_path.iterdir()) == [alive]
-    alive.rmdir()
+    os.waitpid(pid, 0)
+
+def connect(address):
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect(address)
+    finally:
+        s.close()
+
+F = {"tmp_at_start": sorted(os.listdir("/tmp"))}
+status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines())
+F["status"] = {k: status.get(k, "").split() for k in (
+    "Uid", "Gid", "CapEff", "CapPrm", "CapInh", "CapAmb", "NoNewPrivs", "Seccomp")}
+F["uid"], F["gid"], F["pid"], F["ppid"] = os.getuid(), os.getgid(), os.getpid(), os.getppid()
+F["root"] = sorted(os.listdir("/"))
+F["runner"] = sorted(os.listdir("/runner"))
+F["dev"] = sorted(os.listdir("/dev"))
+F["proc_pids"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+F["proc"] = {}
+for pid in (1, 2):
+    for what in ("mem", "environ", "maps", "fd/3", "root/"):
+        F["proc"][f"{pid}/{what}"] = attempt(lambda: open(f"/proc/{pid}/{what}", "rb").read(1))
+F["exists"] = {p: os.path.lexists(p) for p in @HIDDEN@}
+F["listdir"] = {}
+for p in @LISTED@:
+    try:
+        F["listdir"][p] = sorted(os.listdir(p))
+    except OSError as e:
+        F["listdir"][p] = type(e).__name__
+F["write"] = {p: attempt(lambda: open(p, "a").close()) for p in @WRITES@}
+F["kill"] = {str(t): attempt(lambda: os.kill(t, 0)) for t in (-1, @GRADER@)}
+F["nspid"] = status.get("NSpid", "").split()
+F["import_kit"] = attempt(lambda: __import__("autograder"))
+F["kit_modules"] = sorted(m for m in sys.modules if m.split(".")[0] in ("autograder", "tests"))
+F["env"] = sorted(os.environ)
+F["home"], F["cwd"] = os.environ.get("HOME"), os.getcwd()
+F["hostname"] = socket.gethostname()
+F["interfaces"] = [name for _, name in socket.if_nameindex()]
+F["inet"] = attempt(lambda: socket.create_connection(("1.1.1.1", 53), timeout=2).close())
+F["abstract"] = attempt(lambda: connect("\0" + @ABSTRACT@))
+F["unix_path"] = attempt(lambda: connect(@UNIX_PATH@))
+F["memfd"] = attempt(lambda: os.memfd_create("x"))
+F["shm"] = attempt(lambda: open("/dev/shm/x", "w").close())
+F["fork"] = attempt(fork)
+F["thread"] = attempt(lambda: __import__("threading").Thread(target=int).start())
+F["exec"] = attempt(lambda: os.execv(sys.executable, [sys.executable, "-c", "pass"]))
+F["system"] = attempt(lambda: os.system("true") == 0 or 1 / 0)
+F["ctypes"] = attempt(lambda: __import__("ctypes"))
+F["rlimit_as"] = resource.getrlimit(resource.RLIMIT_AS)[0]
+F["scratch_write"] = attempt(lambda: open("/tmp/ok", "w").write("x"))
+dprobs = torch.tensor(list(json.dumps(F).encode()), dtype=torch.uint8)
+"""
+"""What a submission sees and may do, sent back as the bytes of a uint8 tensor."""
+
+REACH = r"""
+import sys
+found, seen, visited = [], set(), set()
+
+def take(t):
+    if isinstance(t, torch.Tensor) and t.is_floating_point() and id(t) not in seen:
+        if 0 < t.numel() <= 20_000:
+            seen.add(id(t))
+            found.append(t.detach().reshape(-1).double())
+
+def walk(o, depth):
+    if id(o) in visited or depth > 5:
+        return
+    visited.add(id(o))
+    take(o)
+    if isinstance(o, dict):
+        for v in list(o.values()):
+            walk(v, depth + 1)
+    elif isinstance(o, (list, tuple, set, frozenset)):
+        for v in list(o):
+            walk(v, depth + 1)
+    elif not isinstance(o, type(sys)):
+        try:
+            walk(vars(o), depth + 1)
+        except TypeError:
+            pass
+
+if not getattr(sys, "_bn_reach_done", False):
+    sys._bn_reach_done = True
+    frame = sys._getframe(0)
+    while frame is not None:
+        walk(frame.f_locals, 0)
+        walk(frame.f_globals, 1)
+        frame = frame.f_back
+    for module in list(sys.modules.values()):
+        if module is not None:
+            walk(vars(module), 3)
+parts = [torch.zeros(1, dtype=torch.float64)]
+for t in found:
+    parts += [torch.tensor([float(t.numel())], dtype=torch.float64), t]
+dW2 = torch.cat(parts)
+"""
+"""Every floating tensor a submission can reach without the collector (which is refused):
+frames, their locals and globals, every module, recursively; sent back flattened as
+``[0, numel, values..., numel, values...]``."""
+
+TRAP = r"""
+import os
+os.makedirs("/tmp/a/b/c", exist_ok=True)
+open("/tmp/a/b/c/stash", "w").write("for the next submission")
+os.symlink("/runner", "/tmp/link-to-runner")
+os.symlink("/tmp/a", "/tmp/a/b/loop")
+os.mkfifo("/tmp/fifo")
+deep = "/tmp/deep"
+os.mkdir(deep)
+os.chdir(deep)
+for _ in range(300):
+    os.mkdir("d")
+    os.chdir("d")
+os.chdir("/tmp")
+os.chmod("/tmp/a/b/c", 0)
+os.chmod("/tmp/a", 0)
+dprobs = (1.0 / probs) * dlogprobs
+"""
+"""Leaves a tree in the scratch that a naive cleanup cannot remove (no permissions, a symlink
+loop, a fifo, 300 levels)."""
+
+LOOK = r"""
+import os
+dprobs = (1.0 / probs) * dlogprobs
+if os.listdir("/tmp"):
+    raise RuntimeError(f"found {os.listdir('/tmp')}")
+"""
+
+LOOP = "x = {tag!r}\nwhile True:\n    pass"
+
+ATTACKS: dict[str, tuple[str, str, bool]] = {
+    "getattr-names": (
+        "dprobs",
+        "ag = getattr(torch, 'auto' + 'grad')\non = getattr(torch, 'enable' + '_grad')\n"
+        "x = probs.clone()\nsetattr(x, 'requires' + '_grad', True)\nwith on():\n"
+        "    y = x.log()\n(dprobs,) = getattr(ag, 'gr' + 'ad')(y, x, dlogprobs)",
+        True,
+    ),
+    "engine-by-private-names": (
+        "dprobs",
+        "C_ = getattr(torch, '_' + 'C')\nx = probs.detach().clone()\n"
+        "C_.TensorBase.requires_grad_(x)\ngetattr(C_, '_set_' + 'grad_enabled')(True)\n"
+        "y = x.log()\nengine = torch.autograd.variable.Variable._execution_engine\n"
+        "(dprobs,) = engine.run_backward((y,), (dlogprobs,), False, False, (x,), False, False)",
+        True,
+    ),
+    "thread-starts-with-grad-mode-on": (
+        "dprobs",
+        "import threading\nout = {}\ndef work():\n    x = probs.detach().clone()\n"
+        "    torch._C.TensorBase.requires_grad_(x)\n    y = x.log()\n"
+        "    out['g'] = y.grad_fn(dlogprobs)\n"
+        "t = threading.Thread(target=work)\nt.start()\nt.join()\ndprobs = out['g']",
+        False,
+    ),
+    "forward-mode-duals": (
+        "dprobs",
+        "fwd = torch.autograd.forward_ad\nwith fwd.dual_level():\n"
+        "    d = fwd.make_dual(probs, dlogprobs)\n"
+        "    dprobs = fwd.unpack_dual(d.log()).tangent",
+        True,
+    ),
+    "forward-mode-private": (
+        "dprobs",
+        "torch._C._enter_dual_level()\nd = torch._make_dual(probs, dlogprobs, level=0)\n"
+        "dprobs = torch._unpack_dual(d.log(), 0)[1]",
+        True,
+    ),
+    "torch-func-grad": (
+        "dprobs",
+        "dprobs = torch.func.grad(lambda p: (p.log() * dlogprobs).sum())(probs)",
+        True,
+    ),
+    "functorch-private": (
+        "dprobs",
+        "from torch._functorch import eager_transforms as et\n"
+        "dprobs = et.grad_impl(lambda p: (p.log() * dlogprobs).sum(), 0, False, (probs,), {})",
+        True,
+    ),
+    "autograd-functional-vjp": (
+        "dprobs",
+        "dprobs = torch.autograd.functional.vjp(torch.log, probs, dlogprobs)[1]",
+        True,
+    ),
+    "aten-backward-kernel": (
+        "dhpreact",
+        "dhpreact = getattr(torch.ops.aten, 'tanh_' + 'backward')(dh, h)",
+        True,
+    ),
+    "operator-from-decomposition-table": (
+        "dhpreact",
+        "import torch._decomp as d\n"
+        "op = next(k for k in d.decomposition_table if 'tanh_backward' in str(k))\n"
+        "dhpreact = op(dh, h)",
+        True,
+    ),
+    "python-decomposition": (
+        "dhpreact",
+        "import torch._decomp as d\n"
+        "table = d.global_decomposition_table['post_autograd']\n"
+        "f = next(v for k, v in table.items() if 'tanh_backward' in str(k))\n"
+        "dhpreact = f(dh, h)",
+        True,
+    ),
+    "operator-lookup-by-name": (
+        "dhpreact",
+        "dhpreact = torch._C._get_operation_overload('aten::tanh_backward', '')[0](dh, h)",
+        True,
+    ),
+    "dispatcher-handle": (
+        "dhpreact",
+        "op = torch._C._dispatch_find_schema_or_throw('aten::tanh_backward', '')\n"
+        "dhpreact = torch._C._dispatch_call_boxed(op, dh, h)",
+        True,
+    ),
+    "torchscript": (
+        "dprobs",
+        "from typing import List, Optional\ncu = torch.jit.CompilationUnit('''\n"
+        "def f(x, g):\n    torch.set_grad_enabled(True)\n"
+        "    x = x.detach().requires_grad_()\n    y = x.log()\n"
+        "    gs: List[Optional[torch.Tensor]] = [g]\n"
+        "    r = torch.autograd.grad([y], [x], gs)\n    torch.set_grad_enabled(False)\n"
+        "    return r[0]\n''')\ndprobs = cu.f(probs, dlogprobs)",
+        False,
+    ),
+    "torchscript-existing-unit": (
+        "dprobs",
+        "cu = torch.jit._state._python_cu\n"
+        "cu.define('def f(x):\\n    return x\\n', lambda name: None)\n"
+        "dprobs = (1.0 / probs) * dlogprobs",
+        False,
+    ),
+    "ctypes": (
+        "dprobs",
+        "import ctypes\ndprobs = (1.0 / probs) * dlogprobs",
+        False,
+    ),
+    "fresh-copy-of-torch-C": (
+        "dprobs",
+        "import importlib.util\nspec = importlib.util.find_spec('torch._C')\n"
+        "C2 = importlib.util.module_from_spec(spec)\nC2._set_grad_enabled(True)\n"
+        "dprobs = (1.0 / probs) * dlogprobs",
+        False,
+    ),
+    "fresh-copy-of-imp": (
+        "dprobs",
+        "import sys, importlib.util\ndel sys.modules['_imp']\nimport _imp\n"
+        "dprobs = (1.0 / probs) * dlogprobs",
+        False,
+    ),
+    "collector-walk": (
+        "dprobs",
+        "import gc\nfound = [o for o in gc.get_objects() if type(o) is dict]\n"
+        "dprobs = (1.0 / probs) * dlogprobs",
+        False,
+    ),
+    "grad-mode-left-on": (
+        "dprobs",
+        "torch.set_grad_enabled(True)\ndprobs = (1.0 / probs) * dlogprobs",
+        True,
+    ),
+    "answer-requires-grad": (
+        "dprobs",
+        "dprobs = ((1.0 / probs) * dlogprobs).requires_grad_()",
+        True,
+    ),
+    "fresh-python-by-subprocess": (
+        "dprobs",
+        "import subprocess, sys\nout = subprocess.run([sys.executable, '-c', 'print(1)'], "
+        "capture_output=True)\ndprobs = (1.0 / probs) * dlogprobs",
+        False,
+    ),
+}
+"""Attempts at a gradient without deriving it, or at the ways around the sandbox's record of
+autograd: name -> (step, code, whether an autograd report is expected). None may pass; those
+marked True must be reported (``uses-autograd``) even though they hide the names."""
+
+ORDINARY: dict[str, tuple[str, str]] = {
+    "prints-tensors": (
+        "dprobs",
+        "print(probs[0, :3])\nprint(repr(dlogprobs.sum()), probs.max())\n"
+        "dprobs = (1.0 / probs) * dlogprobs",
+    ),
+    "warns": (
+        "dprobs",
+        "import warnings\nwarnings.warn('careful')\nf = open('/proc/self/status')\ndel f\n"
+        "dprobs = (1.0 / probs) * dlogprobs",
+    ),
+    "no-grad-and-inference-mode": (
+        "dprobs",
+        "with torch.no_grad():\n    a = 1.0 / probs\nwith torch.inference_mode():\n"
+        "    b = a * 1\ndprobs = b.clone() * dlogprobs\nassert not torch.is_grad_enabled()",
+    ),
+    "imports": (
+        "dprobs",
+        "import math, random, statistics, collections, itertools, functools, decimal\n"
+        "import numpy as np\nimport torch.nn.functional as F2\n"
+        "dprobs = torch.from_numpy(np.asarray(1.0 / probs.numpy())) * dlogprobs",
+    ),
+    "float64-and-scratch": (
+        "dprobs",
+        "torch.save(probs, '/tmp/p.pt')\np = torch.load('/tmp/p.pt')\n"
+        "dprobs = ((1.0 / p.double()) * dlogprobs.double()).float()",
+    ),
+    "ops-by-name": (
+        "dprobs",
+        "dprobs = torch.ops.aten.reciprocal(probs) * dlogprobs",
+    ),
+}
+"""Ordinary answers that touch what the sandbox guards: each must pass without a diagnosis."""
 
 
-def test_the_module_documents_what_it_does_not_confine() -> None:
-    doc = sandbox.__doc__ or ""
-    for topic in ("as root", "otherwise", "PID namespace", "RLIMIT_NPROC", "network", "memory"):
-        assert topic in doc
+# ---------------------------------------------------------------------------------------------
+# one variant, from start to close
+
+
+def _allowed_children() -> dict[str, set[str]]:
+    """For each folder on the way to a path the sandbox binds, the entries it may show."""
+    binds, _ = interpreter_paths()
+    allowed: dict[str, set[str]] = {}
+    for path in [*SYSTEM_PATHS, *binds, "/runner", "/tmp", "/dev", "/proc"]:
+        parts = Path(path).parts
+        for i in range(1, len(parts)):
+            allowed.setdefault(str(Path(*parts[:i])), set()).add(parts[i])
+    return allowed
+
+
+def _fill(code: str, **values: Any) -> str:
+    for key, value in values.items():
+        code = code.replace(f"@{key}@", json.dumps(value))
+    return code
+
+
+def _decode(outcome: Outcome, case_names: list[str]) -> Any:
+    assert outcome.status == "ok", (outcome.status, outcome.detail, outcome.output)
+    answer = parse_payload(outcome.payload, case_names)[case_names[0]]
+    assert answer.tensor is not None, (answer.kind, answer.error, outcome.output)
+    return answer.tensor
+
+
+def _run_tasks(grader: Grader, tasks: list[Task]) -> dict[Any, Outcome]:
+    grader.cases(EX)
+    return dict(grader.pool.run([Job(EX.id, tuple(tasks))]))
+
+
+def _leaked_references(grader: Grader, flat: torch.Tensor) -> dict[str, list[str]]:
+    """References of the hidden cases found among the tensors the probe reached, and not equal
+    to any input the bank gave the sandbox: case name -> steps."""
+    cases = grader.cases(EX)
+    reached: dict[int, list[torch.Tensor]] = {}
+    i = 1
+    while i < flat.numel():
+        n = int(flat[i])
+        reached.setdefault(n, []).append(flat[i + 1 : i + 1 + n])
+        i += 1 + n
+    inputs: dict[int, list[torch.Tensor]] = {}
+    for case in cases:
+        for t in [*case.graph.values(), *case.upstream.values()]:
+            if isinstance(t, torch.Tensor) and t.is_floating_point():
+                inputs.setdefault(t.numel(), []).append(t.detach().reshape(-1).double())
+
+    def near(ref: torch.Tensor, pool: list[torch.Tensor], tol: float) -> bool:
+        return any(float((t - ref).abs().max()) <= tol for t in pool)
+
+    leaked: dict[str, list[str]] = {}
+    found_any = 0
+    for case in cases:
+        for step in EX.steps:
+            ref = case.reference(step).reshape(-1).double()
+            tol = RTOL * case.scale(step)
+            if near(ref, reached.get(ref.numel(), []), tol):
+                found_any += 1
+                if not near(ref, inputs.get(ref.numel(), []), tol):
+                    leaked.setdefault(case.name, []).append(step.name)
+    leaked["_found"] = [str(found_any), str(sum(len(v) for v in reached.values()))]
+    return leaked
+
+
+def _trap_and_look(grader: Grader, names: list[str]) -> dict[str, Any]:
+    """A step leaves traps in its scratch; a later step of its submission, and the next
+    submission, look for them."""
+    step = EX.step("dprobs")
+    trap = Task("trap", step.name, step.upstream, TRAP, False)
+    look = Task("look", step.name, step.upstream, LOOK, False)
+    later = Task("later", step.name, step.upstream, LOOK.replace("probs)", "probs) * 1"), False)
+    started = grader.pool.started
+    got = dict(grader.pool.run([Job(EX.id, (trap, later))]))
+    got.update(grader.pool.run([Job(EX.id, (look,))]))
+    report: dict[str, Any] = {"restarted": grader.pool.started - started}
+    report["trap"] = [got["trap"].status, got["trap"].detail]
+    for key in ("later", "look"):
+        answer = parse_payload(got[key].payload, names)[names[0]]
+        report[key] = [got[key].status, answer.kind, answer.error]
+    return report
+
+
+MEMORY = Limits(step_seconds=30.0, budget_seconds=90.0, memory_bytes=128 * 2**20)
+MEMORY = Limits(**{**MEMORY.__dict__, "tmp_bytes": 512 * 2**20})
+"""An answer may add 128 MiB; its scratch may hold 512 MiB, more than the sandbox may."""
+
+FILL = (
+    "for i in range(80):\n    open(f'/tmp/f{i}', 'wb').write(b'x' * 2**23)\n"
+    "dprobs = (1.0 / probs) * dlogprobs"
+)
+"""640 MiB of files (memory no process's size counts): more than the scratch holds."""
+
+
+def _beyond_memory(mode: str) -> dict[str, Any]:
+    """A step fills its scratch beyond what the sandbox may use; the next one answers."""
+    grader = Grader(seed=SEED, limits=MEMORY, jobs=1, sandbox=mode)
+    try:
+        names = [c.name for c in grader.cases(EX)]
+        step = EX.step("dprobs")
+        tasks = (
+            Task("fill", step.name, step.upstream, FILL, False),
+            Task("after", step.name, step.upstream, step.answer, False),
+        )
+        got = dict(grader.pool.run([Job(EX.id, tasks)]))
+        fill = got["fill"]
+        kind = ""
+        if fill.status == "ok":
+            answer = parse_payload(fill.payload, names)[names[0]]
+            kind = f"{answer.kind}: {answer.error}"
+        return {
+            "cgroup": any(s.cgroup is not None for s in grader.pool.slots),
+            "fill": [fill.status, fill.detail, kind],
+            "after": got["after"].status,
+            "started": grader.pool.started,
+        }
+    finally:
+        grader.close()
+
+
+def _children() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+def explore(mode: str) -> dict[str, Any]:
+    """Everything the tests assert, for a Grader of ``mode`` in this process, as plain data."""
+    report: dict[str, Any] = {"uid": os.getuid()}
+    before = _children()
+    host = Path(tempfile.mkdtemp(prefix="bn-host-"))
+    course = host / "course"
+    (course / "submitted" / "classmate").mkdir(parents=True)
+    (course / "gradebook.db").write_text("grades")
+    (course / "submitted" / "classmate" / "backprop_ninja.ipynb").write_text("{}")
+    unix_path = str(host / "grader.sock")
+    listeners = [socket.socket(socket.AF_UNIX), socket.socket(socket.AF_UNIX)]
+    abstract = f"bn-test-{os.getpid()}"
+    listeners[0].bind(unix_path)
+    listeners[1].bind("\0" + abstract)
+    for s in listeners:
+        s.listen(1)
+    os.environ[SECRET_ENV] = "do-not-leak"
+    grader = Grader(seed=SEED, limits=LIMITS, jobs=1, sandbox=mode)
+    try:
+        report["confinement"] = grader.confinement
+        names = [c.name for c in grader.cases(EX)]
+        home = str(Path.home())
+        facts = _fill(
+            FACTS,
+            HIDDEN=[str(course), str(KIT_DIR), str(REPO_ROOT / "tests"), unix_path, home + "/.ssh"],
+            LISTED=[str(REPO_ROOT), home, "/etc", "/tmp"],
+            WRITES=[
+                "/x",
+                "/usr/x",
+                "/etc/x",
+                "/dev/x",
+                "/runner/runner.py",
+                "/proc/sys/kernel/domainname",
+                str(Path(sys.executable).resolve().parent / "x"),
+                str(Path(torch.__file__).parent / "x"),
+            ],
+            GRADER=os.getpid(),
+            ABSTRACT=abstract,
+            UNIX_PATH=unix_path,
+        )
+        tasks = [
+            Task("facts", "dprobs", ("dlogprobs",), facts, False),
+            Task("reach", "dW2", EX.step("dW2").upstream, REACH, False),
+        ]
+        outcomes = _run_tasks(grader, tasks)
+        report["facts"] = json.loads(bytes(_decode(outcomes["facts"], names).tolist()))
+        report["leaked"] = _leaked_references(grader, _decode(outcomes["reach"], names))
+        report["allowed_children"] = {k: sorted(v) for k, v in _allowed_children().items()}
+
+        items = [(EX, EX.step(step), code) for step, code, _ in ATTACKS.values()]
+        items += [(EX, EX.step(step), code) for step, code in ORDINARY.values()]
+        results = grader.grade_codes(items)
+        keys = [*ATTACKS, *ORDINARY]
+        report["graded"] = {k: asdict(r) for k, r in zip(keys, results, strict=True)}
+
+        report.update(_trap_and_look(grader, names))
+    finally:
+        grader.close()
+        for s in listeners:
+            s.close()
+        os.environ.pop(SECRET_ENV, None)
+        shutil.rmtree(host, ignore_errors=True)
+
+    report["memory"] = _beyond_memory(mode)
+    budget = Grader(seed=SEED, limits=BUDGET, jobs=1, sandbox=mode)
+    try:
+        budget.cases(EX)
+        steps = [s for s in EX.steps[:8]]
+        tasks = [Task(s.name, s.name, s.upstream, LOOP.format(tag=s.name), False) for s in steps]
+        got = dict(budget.pool.run([Job(EX.id, tuple(tasks))]))
+        report["budget"] = [
+            [name, got[name].status, got[name].detail, got[name].seconds, got[name].own]
+            for name in [s.name for s in steps]
+        ]
+        copy = budget.pool.copy
+        cgroups = [str(s.cgroup.path) for s in budget.pool.slots if s.cgroup is not None]
+    finally:
+        budget.close()
+    report["left"] = sorted(_children() - before)
+    report["copy_left"] = os.path.exists(os.path.dirname(copy))
+    report["cgroups_left"] = [c for c in cgroups if os.path.exists(c)]
+    return report
+
+
+# ---------------------------------------------------------------------------------------------
+# the variants
+
+VARIANTS = [("root", "userns"), ("root", "bwrap"), ("nobody", "userns"), ("nobody", "bwrap")]
+
+
+def _available(mode: str) -> None:
+    if mode == "bwrap" and shutil.which("bwrap") is None:
+        skip_or_fail("bubblewrap is not installed: its confinement cannot be tested")
+
+
+@pytest.fixture(scope="module", params=VARIANTS, ids=["-".join(v) for v in VARIANTS])
+def seen(request: pytest.FixtureRequest, names_txt: Path) -> dict[str, Any]:
+    user, mode = request.param
+    _available(mode)
+    if user == "root":
+        if os.geteuid() != 0:
+            pytest.skip("the suite runs without root: the nobody variant covers this machine")
+        try:
+            return {**explore(mode), "user": user}
+        except SandboxUnavailable as e:
+            skip_or_fail(f"no {mode} sandbox here: {e}")
+    require_unprivileged()
+    code = (
+        "import json\nfrom tests.test_sandbox import explore\n"
+        f"print(json.dumps(explore({mode!r})))\n"
+    )
+    env = dict(os.environ, BACKPROP_NINJA_NAMES=str(names_txt), PYTHONPATH=str(REPO_ROOT))
+    return {**run_json(code, env=env, timeout=900), "user": user}
+
+
+# ---------------------------------------------------------------------------------------------
+# confinement
+
+
+def test_answers_run_as_nobody_without_capabilities_under_seccomp(seen: dict[str, Any]) -> None:
+    f = seen["facts"]
+    assert seen["uid"] == (0 if seen["user"] == "root" else expected_uid())  # the grader's
+    assert f["uid"] == f["gid"] == NOBODY  # nobody as root; unmapped (so nobody) otherwise
+    status = f["status"]
+    for caps in ("CapEff", "CapPrm", "CapInh", "CapAmb"):
+        assert status[caps] == ["0000000000000000"], caps
+    assert status["NoNewPrivs"] == ["1"]
+    assert status["Seccomp"] == ["2"]
+    assert f["rlimit_as"] > 0  # an address-space limit (-1 is unlimited)
+
+
+def test_the_filesystem_is_the_interpreter_read_only_and_a_private_scratch(
+    seen: dict[str, Any],
+) -> None:
+    f, allowed = seen["facts"], seen["allowed_children"]
+    assert set(f["root"]) <= set(allowed["/"])
+    assert f["runner"] == sorted(RUNNER_FILES)
+    devices = {"full", "null", "random", "urandom", "zero"}
+    links = {"fd", "stdin", "stdout", "stderr"}
+    bwrap = {"ptmx", "pts", "tty", "core", "shm"}  # its own pty, a link to kcore, read-only shm
+    assert devices | links <= set(f["dev"]) <= devices | links | bwrap
+    for folder, entries in f["listdir"].items():
+        if folder == "/tmp":
+            continue
+        if isinstance(entries, list):  # what shows of a folder is only the way to a bind
+            assert set(entries) <= set(allowed.get(folder, [])), folder
+    assert f["tmp_at_start"] == [] == f["listdir"]["/tmp"]
+    assert f["home"] == f["cwd"] == "/tmp"
+    assert f["scratch_write"] == "ok"
+    for path, result in f["write"].items():
+        assert result.split(":")[0] in ("OSError", "PermissionError"), (path, result)
+        assert result.split(":")[-1] in ("30", "13", "1"), (path, result)  # EROFS, EACCES
+
+
+def test_no_course_folder_home_classmate_gradebook_or_kit_source_is_visible(
+    seen: dict[str, Any],
+) -> None:
+    f = seen["facts"]
+    assert f["exists"] and not any(f["exists"].values()), f["exists"]
+    assert f["import_kit"] == "ModuleNotFoundError"
+    assert f["kit_modules"] == []
+    assert f"{SECRET_ENV}" not in f["env"]
+    kept = {"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "HOME", "TMPDIR", "PYTHONHASHSEED"}
+    kept |= {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"}
+    kept |= {"BACKPROP_NINJA_SECCOMP", "BACKPROP_NINJA_NEST", "PWD"}  # bwrap sets PWD
+    assert set(f["env"]) <= kept
+
+
+def test_its_proc_is_its_own_and_no_process_outside_can_be_signalled(
+    seen: dict[str, Any],
+) -> None:
+    f = seen["facts"]
+    assert f["ppid"] == 0 and len(f["nspid"]) == 2  # its parent is outside its PID namespace
+    assert len(f["proc_pids"]) <= 8 and max(f["proc_pids"]) < 100  # the sandbox's, not ours
+    for what, result in f["proc"].items():  # the runner's and the supervisor's memory, fds
+        assert result.startswith(("PermissionError", "FileNotFoundError")), (what, result)
+    assert set(f["kill"].values()) == {"ProcessLookupError:3"}, f["kill"]
+
+
+def test_no_network_no_host_socket(seen: dict[str, Any]) -> None:
+    f = seen["facts"]
+    assert f["hostname"] == "sandbox"
+    assert f["interfaces"] == ["lo"]
+    assert f["inet"].startswith("OSError") or f["inet"].startswith("PermissionError")
+    assert f["abstract"] == "ConnectionRefusedError:111"  # the namespace's own, empty
+    assert f["unix_path"] == "FileNotFoundError:2"
+
+
+def test_no_memory_outside_a_process_no_new_process_no_program(seen: dict[str, Any]) -> None:
+    f = seen["facts"]
+    assert f["memfd"] == "PermissionError:1"
+    assert f["shm"].split(":")[0] in ("FileNotFoundError", "OSError", "PermissionError")
+    assert f["fork"] == "PermissionError:1"
+    assert f["thread"] == "RuntimeError"
+    assert f["exec"] == "PermissionError:1"
+    assert f["system"] != "ok"
+    assert f["ctypes"] in ("ImportError", "ModuleNotFoundError")
+
+
+# ---------------------------------------------------------------------------------------------
+# nothing of the grader inside
+
+
+def test_no_reference_is_within_reach_of_an_answer(seen: dict[str, Any]) -> None:
+    leaked = dict(seen["leaked"])
+    found, reached = (int(x) for x in leaked.pop("_found"))
+    assert reached > 50 and found > 0  # the probe saw the inputs (the lecture case's are true)
+    assert leaked == {}  # every reference it could reach is an input it was given anyway
+
+
+def test_autograd_by_any_route_is_reported_or_refused_and_never_passes(
+    seen: dict[str, Any],
+) -> None:
+    graded = seen["graded"]
+    for name, (_, _, reported) in ATTACKS.items():
+        result = graded[name]
+        codes = [d["code"] for d in result["diagnoses"]]
+        assert not result["passed"] and result["score"] == 0, (name, codes)
+        assert codes, name
+        if reported:
+            assert "uses-autograd" in codes, (name, result["diagnoses"])
+
+
+def test_ordinary_answers_near_the_guards_pass_without_a_diagnosis(seen: dict[str, Any]) -> None:
+    for name in ORDINARY:
+        result = seen["graded"][name]
+        assert result["passed"] and result["diagnoses"] == [], (name, result["diagnoses"])
+
+
+# ---------------------------------------------------------------------------------------------
+# scratch, time, leftovers
+
+
+def test_a_submission_finds_the_scratch_empty_whatever_the_last_one_left(
+    seen: dict[str, Any],
+) -> None:
+    assert seen["trap"][0] == "ok", seen["trap"]
+    assert seen["later"] == ["ok", "tensor", None], seen["later"]  # each step its own scratch
+    assert seen["look"] == ["ok", "tensor", None], seen["look"]
+    assert seen["restarted"] == 0  # emptied, not replaced (a sandbox it cannot empty would be)
+
+
+def test_without_namespaces_of_its_own_a_submission_still_finds_an_empty_scratch_each_step(
+    names_txt: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the kernel refuses namespaces of a submission's own, its steps use the sandbox's
+    scratch, which the supervisor empties after each and the runner after the submission,
+    whatever it holds."""
+    monkeypatch.setenv("BACKPROP_NINJA_NEST", "0")
+    grader = Grader(seed=SEED, limits=LIMITS, jobs=1)
+    try:
+        names = [c.name for c in grader.cases(EX)]
+        seen = _trap_and_look(grader, names)
+    finally:
+        grader.close()
+    assert seen["trap"][0] == "ok", seen["trap"]
+    assert seen["later"] == ["ok", "tensor", None], seen["later"]
+    assert seen["look"] == ["ok", "tensor", None], seen["look"]
+    assert seen["restarted"] == 0
+
+
+def test_a_submission_whose_answers_loop_costs_one_budget_and_the_rest_is_not_run(
+    seen: dict[str, Any],
+) -> None:
+    rows = seen["budget"]
+    assert [r[1] for r in rows] == ["timeout"] * len(rows)
+    stopped = [r for r in rows if "killed after" in r[2]]
+    not_run = [r for r in rows if "budget" in r[2]]
+    assert len(stopped) + len(not_run) == len(rows)
+    assert stopped and not_run and not_run[-1] == rows[-1]  # the last ones never ran
+    assert all(r[4] is True for r in stopped)  # its own limit: the answer's own outcome
+    assert all(r[4] is False for r in not_run)  # the budget: not to be shared with others
+    assert all(r[3] == 0 for r in not_run if r[2].startswith("not run"))
+    assert sum(r[3] for r in rows) <= BUDGET.budget_seconds + 0.5  # measured in the sandbox
+
+
+def test_memory_beyond_the_sandboxs_limit_costs_the_answer_alone_with_a_clear_reason(
+    seen: dict[str, Any],
+) -> None:
+    """Files in the scratch are memory no process's size counts. As root, the sandbox's
+    memory cgroup stops them and the kernel kills the answer (first in line), and the grader
+    says why; without root (no cgroup to make), the scratch's own size stops them."""
+    memory = seen["memory"]
+    if seen["user"] == "root" and not memory["cgroup"]:
+        skip_or_fail("root cannot make a memory cgroup here (no writable memory controller)")
+    status, detail, kind = memory["fill"]
+    if memory["cgroup"]:
+        assert status == "crashed" and "out of memory (the sandbox's memory limit)" in detail
+    else:
+        assert status == "ok" and kind.startswith("error: OSError") and "No space" in kind
+    assert memory["after"] == "ok" and memory["started"] == 1  # the same sandbox went on
+
+
+def test_closing_the_grader_leaves_no_process_runner_copy_or_cgroup(seen: dict[str, Any]) -> None:
+    assert seen["left"] == []
+    assert seen["copy_left"] is False
+    assert seen["cgroups_left"] == []
+
+
+# ---------------------------------------------------------------------------------------------
+# the parts, without a sandbox
+
+
+def test_an_unknown_mode_is_refused_with_the_choices() -> None:
+    with pytest.raises(SandboxUnavailable, match="auto, userns, bwrap, none"):
+        choose_mode("chroot")
+
+
+def test_the_step_filter_refuses_every_clone_and_the_sandbox_filter_only_namespaces() -> None:
+    if not seccomp.supported():
+        skip_or_fail("seccomp numbers are not known for this machine")
+    step = seccomp.program(seccomp.STEP, no_clone=True)
+    sandbox = seccomp.program(seccomp.SANDBOX, no_clone=False)
+    assert {"unshare", "mount"} <= set(seccomp.STEP) and "unshare" not in seccomp.SANDBOX
+    assert {"execve", "memfd_create", "ptrace", "setns", "bpf"} <= set(seccomp.SANDBOX)
+    assert len(step) < len(sandbox)  # fewer names, and no flag test on clone
+
+
+def test_the_wire_refuses_garbage_and_frames_over_the_cap() -> None:
+    reader = wire.Reader(max_body=16)
+    with pytest.raises(wire.WireError):
+        reader.feed(b"XXXX" + bytes(16))
+    big = wire.encode({"op": "x"}, [b"y" * 32])
+    with pytest.raises(wire.WireError):
+        wire.Reader(max_body=16).feed(big[:24])
+    with pytest.raises(ValueError):
+        wire.encode({"n": float("nan")})
+    ok = wire.Reader(max_body=64).feed(wire.encode({"op": "x"}, [b"abc"]) * 2)
+    assert ok == [({"op": "x"}, [b"abc"])] * 2
+
+
+@pytest.fixture
+def private_pool(names_txt: Path) -> Iterator[Pool]:
+    grader = Grader(seed=SEED, limits=Limits(step_seconds=20.0, budget_seconds=60.0), jobs=1)
+    grader.cases(EX)
+    try:
+        yield grader.pool
+    finally:
+        grader.close()
+
+
+def test_a_grader_killed_outright_takes_its_sandboxes_along(names_txt: Path) -> None:
+    """SIGKILL leaves no chance to clean up: each sandbox's launcher dies with its parent."""
+    code = (
+        "import sys, time\nsys.path.insert(0, sys.argv[1])\n"
+        "from autograder.grading.engine import Grader\n"
+        "from autograder.sandbox.limits import Limits\n"
+        "g = Grader(seed=1, limits=Limits(), jobs=2)\n"
+        "g.pool.warm()\nprint('up', g.pool.copy, flush=True)\ntime.sleep(600)\n"
+    )
+    proc = psutil.Popen(
+        [sys.executable, "-c", code, str(REPO_ROOT)],
+        stdout=-1,
+        text=True,
+        env=dict(os.environ, BACKPROP_NINJA_NAMES=str(names_txt)),
+    )
+    try:
+        assert proc.stdout is not None
+        up, copy = proc.stdout.readline().split()
+        assert up == "up" and os.path.isdir(copy)
+        tree = proc.children(recursive=True)
+        assert tree  # the launchers and what they started
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(60)
+        _, alive = psutil.wait_procs(tree, timeout=60)
+        assert alive == [], [p.pid for p in alive]
+        deadline = time.monotonic() + 60  # its cgroups go once the kernel has let all go
+        while memory.sweep() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert memory.sweep() == []
+        assert os.path.dirname(copy) in plan.sweep_runner_copies()  # and its runner's copy
+        assert not os.path.exists(copy)
+    finally:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+        with contextlib.suppress(psutil.Error, OSError):
+            proc.wait(10)
+
+
+def test_an_answer_that_stops_or_kills_everything_it_can_costs_only_itself(
+    private_pool: Pool,
+) -> None:
+    """Without a PID namespace of its own an answer could reach its supervisor; with one it
+    reaches nothing but its namespace's keeper, which ignores it, and the submission's other
+    steps go on in the same sandbox."""
+    step = EX.step("dprobs")
+    hostile = (
+        "import os, signal\nfor sig in (signal.SIGSTOP, signal.SIGKILL):\n"
+        "    for pid in (-1, 1, 2, 3, 4, 5, 6, os.getppid()):\n"
+        "        if pid not in (0, os.getpid()):\n"
+        "            try:\n                os.kill(pid, sig)\n            except OSError:\n"
+        "                pass\ndprobs = (1.0 / probs) * dlogprobs"
+    )
+    tasks = [Task("hostile", step.name, step.upstream, hostile, False)]
+    tasks += [Task(f"after{i}", step.name, step.upstream, step.answer, False) for i in range(3)]
+    started = private_pool.started
+    got = dict(private_pool.run([Job(EX.id, tuple(tasks))]))
+    assert {k: o.status for k, o in got.items()} == dict.fromkeys(got, "ok"), got
+    assert private_pool.started == started  # the same sandbox went on
+    # the next submission finds the sandbox as new
+    again = dict(private_pool.run([Job(EX.id, (tasks[1],))]))
+    assert again["after0"].status == "ok"
+
+
+def test_the_pool_takes_more_jobs_than_sandboxes_one_outcome_each(private_pool: Pool) -> None:
+    step = EX.step("dprobs")
+    jobs = [
+        Job(EX.id, (Task(f"ok{i}", step.name, step.upstream, step.answer, True),)) for i in range(6)
+    ]
+    got = dict(private_pool.run(jobs))
+    assert sorted(map(str, got)) == [f"ok{i}" for i in range(6)]
+    assert all(o.status == "ok" and o.own for o in got.values())

@@ -67,8 +67,8 @@ class OutcomeCache:
 
     def put(self, key: tuple[str, str, str], outcome: Outcome) -> None:
         """Store an outcome (only of answers that ran to an end: a crash is not kept)."""
-        if outcome.status not in ("ok", "timeout"):
-            return
+        if outcome.status not in ("ok", "timeout") or not outcome.own:
+            return  # a crash, or an outcome that is its submission's rather than the answer's
         ident = self._id(key)
         header = {
             "id": ident,

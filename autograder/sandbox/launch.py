@@ -7,12 +7,14 @@ yet). ``PLAN`` is JSON made by :func:`autograder.sandbox.plan.make_plan`. Three 
 
 1. join the sandbox's memory cgroup, if the plan names one;
 2. fork; the child unshares the user, mount, PID, network, IPC, UTS and cgroup namespaces; this
-   process writes its uid and gid maps (the grader's own ids as in-sandbox root; as root, also
-   ``nobody``, whom the sandbox becomes);
+   process writes its uid and gid maps (as root: root, to build the tree, and ``nobody``, whom
+   the sandbox becomes; otherwise the grader's own ids as ``nobody``: the namespace's
+   capabilities build the tree, and the sandbox is ``nobody`` inside either way);
 3. the child forks the sandbox's PID 1, which builds a new root on a tmpfs holding only:
    read-only binds of the interpreter, its packages and the system libraries (``binds``), empty
    read-only covers over what must not be seen inside them (``hide``: the kit's own package in
-   site-packages), ``/dev/{null,zero,full,random,urandom}``, a ``/proc`` of its own PID
+   site-packages), a read-only ``/dev`` of ``{null,zero,full,random,urandom}`` only (no
+   ``/dev/shm``: shared memory is memory no process accounts for), a ``/proc`` of its own PID
    namespace, a private scratch ``/tmp`` (a tmpfs of ``tmp_bytes``) and ``/runner`` (the
    runner's three files, copied, read-only); then pivots into it and detaches the old root, so
    no course folder, home, submission, gradebook or host socket exists inside;
@@ -27,7 +29,8 @@ namespace's own. ``bwrap`` does the same with bubblewrap (where the distribution
 namespaces to it, as Ubuntu 23.10+ does through AppArmor). ``none`` confines nothing but the
 rlimits and is used only when the grader is told to accept the risk.
 
-This process and the intermediate child only wait, and exit with the sandbox's status.
+This process and the intermediate child only wait, and exit with the sandbox's status; each
+dies with its parent (``PR_SET_PDEATHSIG``), so a grader killed outright leaves no sandbox.
 """
 
 from __future__ import annotations
@@ -139,8 +142,11 @@ def build_root(plan: dict[str, Any]) -> None:
         os.symlink(target, f"{new}/dev/{name}")
     os.symlink("/proc/self/fd/1", f"{new}/dev/stdout")
     os.symlink("/proc/self/fd/2", f"{new}/dev/stderr")
+    _mount(None, new + "/dev", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC)
     _makedirs(new + "/proc")
     _mount("proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    _mount(new + "/proc/sys", new + "/proc/sys", None, MS_BIND | MS_REC)  # sysctls: read-only
+    _mount(None, new + "/proc/sys", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
     _makedirs(new + "/tmp")
     owner = ",uid=65534,gid=65534" if plan["nobody"] else ""
     tmp = f"size={int(plan['tmp_bytes'])},mode=0700,nr_inodes=4096{owner}"
@@ -263,12 +269,14 @@ def launch_userns(plan: dict[str, Any]) -> None:
         if os.read(ready_r, 1) != b"u":
             _wait_and_exit(child)
         if uid == 0:  # root: in-sandbox root is root (to build the tree), nobody is nobody
+            # (otherwise the grader's own ids are nobody inside, and the namespace's
+            # capabilities build the tree: no id inside is 0, whose mapping needs CAP_SETFCAP)
             _write(f"/proc/{child}/uid_map", "0 0 1\n65534 65534 1\n")
             _write(f"/proc/{child}/gid_map", "0 0 1\n65534 65534 1\n")
         else:
-            _write(f"/proc/{child}/uid_map", f"0 {uid} 1\n")
+            _write(f"/proc/{child}/uid_map", f"65534 {uid} 1\n")
             _write(f"/proc/{child}/setgroups", "deny")
-            _write(f"/proc/{child}/gid_map", f"0 {gid} 1\n")
+            _write(f"/proc/{child}/gid_map", f"65534 {gid} 1\n")
         os.write(mapped_w, b"m")
     except OSError as e:
         sys.stderr.write(f"backprop-ninja sandbox: cannot map the user namespace: {e}\n")
@@ -288,11 +296,12 @@ def bwrap_args(plan: dict[str, Any]) -> list[str]:
             args += ["--ro-bind", path, path]
     for path in plan["hide"]:
         args += ["--tmpfs", path, "--remount-ro", path]
-    args += ["--dev", "/dev", "--proc", "/proc"]
+    args += ["--dev", "/dev", "--remount-ro", "/dev", "--proc", "/proc"]
+    args += ["--ro-bind", "/proc/sys", "/proc/sys"]  # the sandbox's own sysctls stay as they are
     args += ["--size", str(int(plan["tmp_bytes"])), "--perms", "0700", "--tmpfs", "/tmp"]
     if not plan.get("probe"):
         args += ["--ro-bind", plan["runner_copy"], "/runner"]
-    args += ["--remount-ro", "/"] if plan.get("bwrap_remount_root") else []
+    args += ["--remount-ro", "/"]  # the new root itself: nothing written there survives
     for key, value in plan["env"].items():
         args += ["--setenv", key, value]
     args += ["--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp", "--chdir", "/tmp"]
@@ -331,6 +340,8 @@ def join_cgroup(path: str | None) -> None:
 def main() -> None:
     plan = json.loads(sys.argv[1])
     try:
+        if plan.get("parent"):  # a grader killed outright takes its sandboxes along
+            _die_with_parent(int(plan["parent"]))
         join_cgroup(plan.get("cgroup"))
         {"userns": launch_userns, "bwrap": launch_bwrap, "none": launch_none}[plan["mode"]](plan)
     except BaseException as e:

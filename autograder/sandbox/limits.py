@@ -46,3 +46,7 @@ class Outcome:
     output: str = ""  # head of what the answer printed
     seconds: float = 0.0  # wall time of the answer
     autograd: list[str] = field(default_factory=list)  # autograd entry points it called
+    own: bool = True
+    """False when the outcome says more about the rest of its submission than about the answer's
+    code (a time budget other steps spent, a sandbox that failed or was stopped as a whole):
+    such an outcome must not be given to another submission's identical answer, nor kept."""

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +41,55 @@ def _own_path(controller: str) -> str | None:
     return None
 
 
+PREFIX = "backprop-ninja-"
+"""Names of the kit's cgroups: ``backprop-ninja-<grader pid>-<sandbox number>``."""
+
+_swept = False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def sweep() -> list[Path]:
+    """Remove the kit's empty cgroups (beside this process's) whose grader is gone: a grader
+    killed outright (SIGKILL) cannot remove its own, and its sandboxes die with it. One that
+    still holds processes is left alone (a grader of another PID namespace may own it).
+    Returns the stale ones left."""
+    left = []
+    for version in (2, 1):
+        parent = _parent(version)
+        if parent is None or not parent.is_dir():
+            continue
+        for path in parent.glob(PREFIX + "*"):
+            pid = path.name[len(PREFIX) :].split("-")[0]
+            if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+                try:
+                    os.rmdir(path)
+                except OSError:
+                    left.append(path)
+    return left
+
+
+def _parent(version: int) -> Path | None:
+    """The folder the kit's cgroups go in, beside this process's own (None where none)."""
+    if version == 2:
+        mount = next((m for m, fs, _ in _mounts() if fs == "cgroup2"), None)
+        own = _own_path("")
+    else:
+        mount = next((m for m, fs, opts in _mounts() if fs == "cgroup" and "memory" in opts), None)
+        own = _own_path("memory")
+    if mount is None or own is None:
+        return None
+    return Path(mount) / own.lstrip("/")
+
+
 @dataclass
 class MemoryCgroup:
     """One sandbox's cgroup (``version`` 1 or 2) at ``path``."""
@@ -48,7 +99,14 @@ class MemoryCgroup:
 
     @classmethod
     def create(cls, name: str) -> MemoryCgroup | None:
-        """A new cgroup called ``name`` beside this process's, or None where none can be made."""
+        """A new cgroup called ``name`` beside this process's, or None where none can be made.
+        The first call also removes those of graders that died without removing theirs
+        (:func:`sweep`)."""
+        global _swept
+        if not _swept:
+            _swept = True
+            with contextlib.suppress(OSError):
+                sweep()
         for version in (2, 1):
             with contextlib.suppress(OSError):
                 group = cls._create(name, version)
@@ -58,23 +116,19 @@ class MemoryCgroup:
 
     @classmethod
     def _create(cls, name: str, version: int) -> MemoryCgroup | None:
-        if version == 2:
-            mount = next((m for m, fs, _ in _mounts() if fs == "cgroup2"), None)
-            own = _own_path("")
-        else:
-            mount = next(
-                (m for m, fs, opts in _mounts() if fs == "cgroup" and "memory" in opts), None
-            )
-            own = _own_path("memory")
-        if mount is None or own is None:
+        parent = _parent(version)
+        if parent is None:
             return None
-        parent = Path(mount) / own.lstrip("/")
         if version == 2:
             controls = (parent / "cgroup.subtree_control").read_text().split()
             if "memory" not in controls:
                 (parent / "cgroup.subtree_control").write_text("+memory")
         path = parent / name
-        path.mkdir()
+        try:
+            path.mkdir()
+        except FileExistsError:  # left by an earlier process of the same pid: empty, or busy
+            path.rmdir()
+            path.mkdir()
         group = cls(path, version)
         if not (path / group._limit_file).exists():
             path.rmdir()
@@ -108,7 +162,28 @@ class MemoryCgroup:
                     return int(value)
         return 0
 
-    def remove(self) -> None:
-        """Remove the cgroup (once its processes are gone; a retry later is harmless)."""
-        with contextlib.suppress(OSError):
-            os.rmdir(self.path)
+    def remove(self, wait: float = 10.0) -> bool:
+        """Kill what is left in the cgroup and remove it, waiting up to ``wait`` seconds for
+        the kernel to let its processes go. True once it is gone."""
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                os.rmdir(self.path)
+                return True
+            except FileNotFoundError:
+                return True
+            except OSError:
+                pass
+            for pid in self.pids():
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+
+    def pids(self) -> list[int]:
+        """The processes in the cgroup now."""
+        try:
+            return [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
+        except (OSError, ValueError):
+            return []

@@ -15,11 +15,13 @@ code unless told to accept the risk (``mode="none"``).
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import sys
 import sysconfig
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -54,7 +56,9 @@ SYSTEM_PATHS = (
 """The system's libraries and loader configuration, and the user names (no secrets)."""
 
 ENV_KEPT = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
-"""Environment variables a sandbox keeps; every other one (tokens, paths) is dropped."""
+"""Environment variables a sandbox keeps; every other one (tokens, paths) is dropped. Two
+switches are passed on, for tests and for kernels that refuse them: ``BACKPROP_NINJA_SECCOMP=0``
+(no seccomp filter) and ``BACKPROP_NINJA_NEST=0`` (no namespaces of a submission's own)."""
 
 
 @dataclass(frozen=True)
@@ -120,12 +124,14 @@ def make_plan(
     binds, hide = interpreter_paths()
     env = {k: os.environ[k] for k in ENV_KEPT if k in os.environ}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0")
-    for key in ("BACKPROP_NINJA_SECCOMP",):
+    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    env.update(PYTHONHASHSEED="0")
+    for key in ("BACKPROP_NINJA_SECCOMP", "BACKPROP_NINJA_NEST"):
         if key in os.environ:
             env[key] = os.environ[key]
     return {
         "mode": mode,
+        "parent": os.getpid(),
         "control_fd": control_fd,
         "python": sys.executable,
         "binds": [p for p in SYSTEM_PATHS if os.path.lexists(p)] + binds,
@@ -143,11 +149,71 @@ def make_plan(
     }
 
 
+COPY_PREFIX = "backprop-ninja-runner-"
+"""Names of the runner's copies in the temporary folder."""
+
+_LOCKS: dict[str, int] = {}
+"""Each live copy of this process -> the fd of its lock (held while the copy is in use)."""
+
+
 def runner_copy() -> str:
     """A private folder holding copies of the runner's files (bind-mounted by bwrap, run in
-    place without confinement); removed by the caller."""
-    folder = tempfile.mkdtemp(prefix="backprop-ninja-runner-")
+    place without confinement); remove it with :func:`remove_runner_copy`. It is the
+    ``runner`` folder inside one that also holds a lock for as long as this process uses it,
+    so that copies of a grader killed outright are removed by the next one
+    (:func:`sweep_runner_copies`)."""
+    sweep_runner_copies()
+    top = tempfile.mkdtemp(prefix=COPY_PREFIX)
+    fd = os.open(os.path.join(top, ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    folder = os.path.join(top, "runner")
+    os.mkdir(folder)
+    _LOCKS[folder] = fd
     for name in RUNNER_FILES:
         shutil.copyfile(SANDBOX_DIR / name, os.path.join(folder, name))
     os.chmod(folder, 0o755)
+    os.chmod(top, 0o755)
     return folder
+
+
+def remove_runner_copy(folder: str) -> None:
+    """Remove a copy made by :func:`runner_copy` and release its lock."""
+    shutil.rmtree(os.path.dirname(folder), ignore_errors=True)
+    fd = _LOCKS.pop(folder, None)
+    if fd is not None:
+        os.close(fd)
+
+
+def sweep_runner_copies(base: str | None = None, stale_seconds: float = 3600.0) -> list[str]:
+    """Remove this user's runner copies in ``base`` (the temporary folder) that no live process
+    holds: their lock is free (its grader died, even by SIGKILL), or, for copies without one,
+    they are older than ``stale_seconds``. Returns the folders removed."""
+    base = base or tempfile.gettempdir()
+    removed: list[str] = []
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        return removed
+    for entry in entries:
+        if not entry.name.startswith(COPY_PREFIX) or os.path.join(entry.path, "runner") in _LOCKS:
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+            if not entry.is_dir(follow_symlinks=False) or info.st_uid != os.geteuid():
+                continue
+            lock = os.path.join(entry.path, ".lock")
+            if os.path.exists(lock):
+                fd = os.open(lock, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue  # in use
+                finally:
+                    os.close(fd)
+            elif time.time() - info.st_mtime < stale_seconds:
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        removed.append(entry.path)
+    return removed

@@ -5,7 +5,10 @@ bank of case inputs once, then jobs: one submission's answers at a time. The poo
 sandbox's stream in one event loop and yields each answer's :class:`Outcome` as it arrives. A
 sandbox that dies is replaced and its unfinished answers are run again, each alone, once; a
 submission that outlives its time budget (plus a grace) has its sandbox killed and its
-unfinished answers time out. Nothing a submission does reaches another submission, the pool, or
+unfinished answers time out; a sandbox whose scratch could not be emptied after a submission is
+replaced. An outcome that depends on the rest of its submission (a spent budget, a failed
+sandbox) says so (``Outcome.own`` is False): the grader must not give it to another
+submission's identical answer. Nothing a submission does reaches another submission, the pool, or
 the grader: the pool only reads frames, checks them, and passes bytes on.
 """
 
@@ -29,7 +32,7 @@ from typing import Any, cast
 from . import wire
 from .limits import Limits, Outcome
 from .memory import MemoryCgroup
-from .plan import SANDBOX_DIR, Confinement, Mode, make_plan, runner_copy
+from .plan import SANDBOX_DIR, Confinement, Mode, make_plan, remove_runner_copy, runner_copy
 
 LAUNCH = str(SANDBOX_DIR / "launch.py")
 EXIT_CONFINEMENT = 75  # launch.EXIT_CONFINEMENT (launch.py runs as a script; not imported)
@@ -360,6 +363,8 @@ class Pool:
                 )
             slot.job = None
             slot.waiting = {}
+            if header.get("clean") is not True:  # its scratch keeps something: not reused
+                self._kill(slot)
         elif op in ("done", "banked"):
             pass
         else:
@@ -384,13 +389,15 @@ class Pool:
             output=str(header.get("output", ""))[: self.limits.output_bytes],
             seconds=float(header.get("seconds", 0.0)),
             autograd=[str(a)[:200] for a in alarms][:20] if isinstance(alarms, list) else [],
+            own=header.get("own") is not False,
         )
 
     def _finish(
         self, slot: _Slot, ready: list[tuple[Hashable, Outcome]], status: str, detail: str
     ) -> None:
         for task in slot.waiting.values():
-            ready.append((task.key, Outcome(status, b"", detail)))  # type: ignore[arg-type]
+            outcome = Outcome(status, b"", detail, own=False)  # type: ignore[arg-type]
+            ready.append((task.key, outcome))
         slot.waiting = {}
         slot.job = None
 
@@ -429,4 +436,4 @@ class Pool:
         for slot in list(self.slots):
             self._kill(slot)
         self.selector.close()
-        shutil.rmtree(self.copy, ignore_errors=True)
+        remove_runner_copy(self.copy)

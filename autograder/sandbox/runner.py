@@ -12,12 +12,28 @@ tells the grader it is idle. Forks of the runner therefore hold the case inputs 
 submission is given anyway) and never a classmate's code.
 
 **Steps.** The supervisor runs each answer in a child of its own, except answers that the grader
-marked *plain* (pure tensor arithmetic), which run one after another in one child. A child that
-runs answers first confines itself further: no new processes (:data:`seccomp.STEP`), an
-address-space limit, a CPU limit, and autograd *poisoned*: every entry point of reverse- and
-forward-mode differentiation (and torch's backward kernels, and the ways to load ``ctypes`` or a
-fresh extension module) is replaced by a function that first tells the supervisor, on a pipe of
-its own, then raises. What reached the supervisor cannot be taken back by the answer.
+marked *plain* (pure tensor arithmetic), which run one after another in one child. Where the
+kernel allows it, the supervisor first puts its submission in user, PID and mount namespaces of
+its own (:class:`_Nest`): the answers' processes see no process of the sandbox to signal, not
+even their supervisor or the runner, and the submission has a scratch tmpfs of its own. Each
+such process leads a session of its own and confines itself further: no new process or thread
+(:data:`seccomp.STEP`), an address-space limit, a CPU limit. After each, the supervisor kills
+whatever it left and empties the scratch, so no file goes from one step to another (nor to
+another submission: the runner empties the sandbox's scratch after each, and where it cannot,
+the grader replaces the sandbox).
+
+**Autograd** is *poisoned* once, in the runner, so every child inherits it: grad mode and forward
+mode are off, and every entry point that would switch them on or compute a gradient without
+them (``torch.autograd``, ``Tensor.backward``, forward-mode duals, functorch's transforms,
+backward kernels in ``torch`` and ``torch.ops`` and their Python decompositions, TorchScript,
+operator lookups by name) is replaced by a function that first tells the supervisor, on a pipe
+of its own (fd :data:`ALARM_FD`), then raises. What reached the supervisor cannot be taken back
+by the answer. The ways around the poison are closed as well: threads (which start with grad
+mode on), a fresh copy of an extension module (``_imp``), ``ctypes`` by import or by name, the
+collector's walks over every object. This is a lesson and a record, not a memory barrier: an
+answer is arbitrary code in a process of its own, and one that reads and writes its own memory
+(``/proc/self/mem``, raw pointers in torch and numpy) can use autograd's native code unrecorded.
+That changes its own answers only; the confinement above is what holds for everything else.
 
 **Answers** are encoded as bytes: a JSON header (one record per case) and the raw bytes of each
 answer tensor. The grader validates every field and never unpickles anything.
@@ -33,12 +49,15 @@ import io
 import json
 import math
 import os
+import re
 import resource
 import select
 import signal
 import struct
 import sys
 import time
+import types
+import warnings
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -57,13 +76,14 @@ MAX_ELEMENTS = 1 << 24
 MAX_REQUEST = 1 << 30
 """Largest frame the runner accepts from the grader (a bank of case inputs)."""
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_CHILD_SUBREAPER = 1, 4, 36
-_MADV_COLLAPSE = 25
 _exit, _write, _getpid = os._exit, os.write, os.getpid
 
 SECCOMP = False
 """Whether the sandbox's seccomp filter is installed (then answers get the stricter one)."""
+
+NEST = os.environ.get("BACKPROP_NINJA_NEST", "1") != "0"
+"""Whether a submission's answers run in namespaces of its own (see :class:`_Nest`; tried, and
+skipped where the kernel refuses)."""
 
 BANKS: dict[str, list[dict[str, Any]]] = {}
 """Case inputs by bank id: per case, its name, its graph (minus the loss) and its upstream
@@ -97,24 +117,107 @@ def load_bank(torch: Any, header: dict[str, Any], blobs: list[bytes]) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# poisoning autograd in a process that runs answers
+# poisoning autograd, once, in the runner (every process that runs answers inherits it)
+
+ALARM_FD = 4
+"""In a process that runs answers, the pipe on which poisoned entry points report to the
+supervisor. Elsewhere in the sandbox it is /dev/null (nothing there calls them)."""
+
+AUTOGRAD_OP = re.compile(r"backward|grad|dual|fw_primal|jvp|vjp|autograd", re.IGNORECASE)
+"""Operator names that belong to autograd: ``aten::tanh_backward``, ``aten::grad``,
+``aten::set_grad_enabled``, ``aten::requires_grad_``, ``aten::_make_dual``..."""
+
+FUNCTIONAL_TRANSFORMS: tuple[str, ...] = (
+    "grad",
+    "grad_and_value",
+    "vjp",
+    "jvp",
+    "jacrev",
+    "jacfwd",
+    "hessian",
+)
+FUNCTIONAL_TRANSFORMS = (*FUNCTIONAL_TRANSFORMS, "linearize")
+"""functorch's transforms, in ``torch.func`` and its private modules."""
+
+TORCHSCRIPT = re.compile(
+    r"^(_jit_(script|trace|interpret|differentiate|to_static|run_cpp|decomposition|"
+    r"register_decomposition|pass_create_autodiff|pass_run_decompositions)|_create_(function|"
+    r"method|graph)_|import_ir_module|_import_ir_module|_load_(for_lite|jit_module|mobile_"
+    r"module)|parse_ir$|_compile_graph_to_code|_pickle_load_obj)"
+)
+"""``torch._C`` functions that compile, load or run TorchScript (whose ``torch.autograd.grad``
+and ``torch.set_grad_enabled`` are native code no Python poison reaches)."""
 
 
-def _poison(torch: Any, alarm: int) -> Any:
-    """Replace autograd's entry points (see the module docstring); returns the function that
-    reports grad mode, bound before anything is replaced."""
+def _poisoner(report_fd: int) -> Any:
+    """``make(name, report=True, kind=RuntimeError)``: a function that, called, reports ``name``
+    on ``report_fd`` (when ``report``) and raises."""
 
-    def make(name: str, report: bool = True) -> Any:
-        message = f"{name} is not available in answers: derive the gradient by hand"
+    def make(name: str, report: bool = True, kind: type[Exception] = RuntimeError) -> Any:
+        if report:
+            message = f"{name} is not available in answers: derive the gradient by hand"
+        else:
+            message = f"{name} is not available in answers"
 
         def poisoned(*args: Any, **kwargs: Any) -> Any:
             if report:
                 with contextlib.suppress(OSError):
-                    _write(alarm, name.encode()[:200] + b"\n")
-            raise RuntimeError(message)
+                    _write(report_fd, name.encode()[:200] + b"\n")
+            raise kind(message)
 
         poisoned.__name__ = poisoned.__qualname__ = name.rsplit(".", 1)[-1]
         return poisoned
+
+    return make
+
+
+_REPLACED: dict[int, tuple[Any, Any]] = {}
+"""While poisoning: id of each replaced object -> (the object, its replacement), so that other
+names for it (``from torch._C._functorch import _grad_increment_nesting``) are replaced too."""
+
+
+def _put(owner: Any, attr: str, value: Any) -> None:
+    old = getattr(owner, attr, None)
+    with contextlib.suppress(AttributeError, TypeError):
+        setattr(owner, attr, value)
+        if callable(old) and not isinstance(old, (types.ModuleType, type(None))):
+            _REPLACED.setdefault(id(old), (old, value))
+
+
+def _replace_aliases() -> None:
+    """Every module-level name of a replaced object (an alias) gets the replacement too."""
+    for module in list(sys.modules.values()):
+        try:
+            namespace = vars(module)
+        except TypeError:
+            continue
+        for attr, value in list(namespace.items()):
+            found = _REPLACED.get(id(value))
+            if found is not None and found[0] is value:
+                with contextlib.suppress(AttributeError, TypeError, KeyError):
+                    namespace[attr] = found[1]
+    _REPLACED.clear()
+
+
+def _torch_modules() -> list[Any]:
+    """Every module of torch loaded now (functorch too), ``torch._C`` and its submodules."""
+    found = [m for n, m in list(sys.modules.items()) if n.split(".")[0] in ("torch", "functorch")]
+    C = sys.modules["torch"]._C
+    found += [v for v in vars(C).values() if type(v) is type(C)]
+    return [m for m in found if m is not None]
+
+
+def _poison(torch: Any) -> None:
+    """Replace every entry point of autograd the runner knows (see the module docstring).
+
+    The gate is grad mode: off in the runner, it can only be switched on through a reporting
+    poison (threads, which start with it on, are refused to answers by seccomp), so no graph is
+    ever recorded without a report and backward has nothing to run. Forward mode is switched off
+    too, and its dual levels poisoned. What computes a gradient without a graph is poisoned as
+    well: backward kernels (``torch.*_backward``, ``torch.ops.aten.*_backward``, their Python
+    decompositions), functorch's transforms, TorchScript (native ``autograd.grad``)."""
+    make = _poisoner(ALARM_FD)
+    C = torch._C
 
     def switch(name: str) -> Any:  # turning a mode off is no use of autograd
         poisoned = make(name)
@@ -125,36 +228,36 @@ def _poison(torch: Any, alarm: int) -> Any:
 
         return switched
 
-    is_grad_enabled = torch._C.is_grad_enabled
-    C = torch._C
-    autograd, Tensor = torch.autograd, torch.Tensor
-
-    def put(owner: Any, attr: str, value: Any) -> None:
-        with contextlib.suppress(AttributeError, TypeError):
-            setattr(owner, attr, value)
-
+    # grad mode and forward mode: off, and on only through a report
+    C._set_fwd_grad_enabled(False)
     for attr in ("_set_grad_enabled", "_set_fwd_grad_enabled"):
-        put(C, attr, switch(f"torch._C.{attr}"))
-    for attr in ("_enter_dual_level", "_exit_dual_level", "_make_dual", "_unpack_dual"):
-        put(C, attr, make(f"torch._C.{attr}"))
+        _put(C, attr, switch(f"torch._C.{attr}"))
+    for attr in ("_enter_dual_level", "_make_dual"):
+        _put(C, attr, make(f"torch._C.{attr}"))
     for owner in (torch, C._VariableFunctions):
-        for attr in ("_make_dual", "_unpack_dual"):
-            put(owner, attr, make(f"torch.{attr}"))
-        for attr in dir(owner):
-            if "backward" in attr:
-                put(owner, attr, make(f"torch.{attr}"))
-    for attr in dir(C._functorch):
-        if any(k in attr for k in ("grad", "jvp", "_func_increment", "dual")):
-            put(C._functorch, attr, make(f"torch._C._functorch.{attr}"))
+        _put(owner, "_make_dual", make("torch._make_dual"))
+    autograd, Tensor = torch.autograd, torch.Tensor
+    for attr in ("make_dual", "enter_dual_level", "dual_level"):
+        _put(autograd.forward_ad, attr, make(f"torch.autograd.forward_ad.{attr}"))
+    # reverse mode's own entry points
     for attr in ("grad", "backward", "gradcheck", "gradgradcheck"):
-        put(autograd, attr, make(f"torch.autograd.{attr}"))
+        _put(autograd, attr, make(f"torch.autograd.{attr}"))
     for attr in ("vjp", "jvp", "jacobian", "hessian", "vhp", "hvp"):
-        put(autograd.functional, attr, make(f"torch.autograd.functional.{attr}"))
-    for attr in ("make_dual", "unpack_dual", "enter_dual_level", "exit_dual_level", "dual_level"):
-        put(autograd.forward_ad, attr, make(f"torch.autograd.forward_ad.{attr}"))
-    put(autograd.Function, "apply", make("torch.autograd.Function.apply"))
-    for attr in ("backward", "requires_grad_", "retain_grad", "register_hook"):
-        put(Tensor, attr, make(f"Tensor.{attr}"))
+        _put(autograd.functional, attr, make(f"torch.autograd.functional.{attr}"))
+    _put(autograd.Function, "apply", make("torch.autograd.Function.apply"))
+    engine = make("the autograd engine")
+    _put(autograd.variable.Variable, "_execution_engine", types.SimpleNamespace(
+        run_backward=engine, queue_callback=engine, is_checkpoint_valid=engine
+    ))  # fmt: skip
+    _put(C, "_ImperativeEngine", engine)
+    for attr in ("backward", "retain_grad", "register_hook"):
+        _put(Tensor, attr, make(f"Tensor.{attr}"))
+    set_requires_grad_ = make("Tensor.requires_grad_")
+
+    def requires_grad_(self: Any, requires_grad: bool = True) -> Any:
+        return set_requires_grad_() if requires_grad else self
+
+    _put(Tensor, "requires_grad_", requires_grad_)
     base = C.TensorBase.requires_grad
     set_requires_grad = make("Tensor.requires_grad")
 
@@ -165,37 +268,91 @@ def _poison(torch: Any, alarm: int) -> Any:
         if value:
             set_requires_grad()
 
-    put(Tensor, "requires_grad", property(_get, _set))
-    for module in (getattr(torch, "func", None), getattr(torch, "_functorch", None)):
-        for attr in ("grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian"):
-            if module is not None and hasattr(module, attr):
-                put(module, attr, make(f"torch.func.{attr}"))
-    # Backward kernels through torch.ops: every other aten op was resolved before (the
-    # namespace caches it), so new lookups are refused, backward ones reported.
-    aten = torch.ops.aten
-    for attr in [a for a in vars(aten) if "backward" in a]:
-        with contextlib.suppress(AttributeError):
-            delattr(aten, attr)
-    lookup = make("torch.ops (a backward kernel)")
+    _put(Tensor, "requires_grad", property(_get, _set))
+    # backward kernels and their decompositions, functorch's transforms, by name in every module
+    for module in _torch_modules():
+        for attr, value in list(vars(module).items()):
+            if "backward" in attr and callable(value) and not isinstance(value, type):
+                _put(module, attr, make(f"{module.__name__}.{attr}"))
+        name = module.__name__
+        if name == "torch.func" or name.startswith(("torch._functorch", "functorch")):
+            for attr in FUNCTIONAL_TRANSFORMS:
+                if attr in vars(module):
+                    _put(module, attr, make(f"torch.func.{attr}"))
+    for attr in dir(C._functorch):
+        if any(k in attr for k in ("grad", "jvp", "_func_increment", "dual")):
+            _put(C._functorch, attr, make(f"torch._C._functorch.{attr}"))
+    _poison_operators(torch, make)
+    # TorchScript: compiling, loading or running it
+    for attr in [a for a in dir(C) if TORCHSCRIPT.match(a)]:
+        _put(C, attr, make(f"TorchScript (torch._C.{attr})", report=False))
+    for attr in ("__init__", "define", "create_function"):
+        _put(C.CompilationUnit, attr, make("TorchScript (CompilationUnit)", report=False))
+    for attr in ("script", "trace", "trace_module", "load", "script_if_tracing", "freeze"):
+        _put(torch.jit, attr, make(f"TorchScript (torch.jit.{attr})", report=False))
+    _replace_aliases()
+
+
+def _poison_operators(torch: Any, make: Any) -> None:
+    """``torch.ops``: the operators resolved by the runner stay (``torch.ops.aten.log``), those
+    of autograd go, and new lookups are refused (``torch.ops`` resolves an operator from its
+    name, so a backward kernel would be a string away). Every operator object already made
+    (``OpOverload``, in decomposition tables and elsewhere) of an autograd operator loses its
+    kernels; the Python decompositions of backward operators are poisoned."""
+    from torch._ops import OpOverload, OpOverloadPacket
+
+    C = torch._C
+    report = make("torch.ops (an autograd operator)")
     refused = make("torch.ops lookups", report=False)
+    for space in list(vars(torch.ops).values()):
+        if hasattr(space, "_dir") and not isinstance(space, OpOverloadPacket):
+            for attr in [a for a, v in vars(space).items() if isinstance(v, OpOverloadPacket)]:
+                if AUTOGRAD_OP.search(attr):
+                    with contextlib.suppress(AttributeError):
+                        delattr(space, attr)
 
     def _getattr(self: Any, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        return lookup() if "backward" in name else refused()
+        return report() if AUTOGRAD_OP.search(name) else refused()
 
-    put(type(aten), "__getattr__", _getattr)
-    put(C, "_jit_get_operation", make("torch._C._jit_get_operation"))
-    _close_escape_hatches(make)
-    return is_grad_enabled
+    _put(type(torch.ops.aten), "__getattr__", _getattr)
+
+    def lookup(name: str = "", *args: Any, **kwargs: Any) -> Any:
+        return report() if AUTOGRAD_OP.search(str(name)) else refused()
+
+    for attr in ("_get_operation_overload", "_jit_get_operation", "_jit_resolve_packet"):
+        _put(C, attr, lookup)
+    _put(C, "_dispatch_find_schema_or_throw", lookup)
+    decompositions = sys.modules.get("torch._decomp")  # first: keys hash by their kernel
+    for entries in getattr(decompositions, "global_decomposition_table", {}).values():
+        for key in [k for k in entries if AUTOGRAD_OP.search(str(k))]:
+            entries[key] = report
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for obj in gc.get_objects():
+            if not isinstance(obj, (OpOverload, OpOverloadPacket)):
+                continue
+            name = getattr(obj, "_name", None) or getattr(obj, "_qualified_op_name", "")
+            if AUTOGRAD_OP.search(str(name).partition("::")[2]):
+                for attr in ("_op", "_op_dk"):
+                    _put(obj, attr, report)
+                namespace = vars(obj)
+                namespace.pop("_handle", None)
+                if isinstance(namespace.get("py_kernels"), dict):
+                    namespace["py_kernels"] = {}
 
 
 def _close_escape_hatches(make: Any) -> None:
-    """Take ctypes out of reach (with it, memory could be written directly) and refuse to load
-    new extension modules (a second copy of ``_ctypes`` or of torch's own)."""
-    import warnings  # reading every module's names wakes deprecation proxies up
-
-    warnings.simplefilter("ignore")
+    """Take ``ctypes`` out of plain reach (with it, memory could be written directly), refuse to
+    load any extension module or to make a builtin one again (a second copy of ``_ctypes``, of
+    torch's ``_C`` or of ``_imp`` would come unpoisoned), and refuse the collector's walks over
+    every object (which would find the originals of what was poisoned). Not reported: none of
+    it is autograd. Every builtin module is loaded first, so an import never needs one."""
+    warnings.simplefilter("ignore")  # reading every module's names wakes deprecation proxies
+    for name in sys.builtin_module_names:
+        with contextlib.suppress(ImportError):
+            __import__(name)
     doomed = [m for m in list(sys.modules) if m == "_ctypes" or m.split(".")[0] == "ctypes"]
     objects = [sys.modules[m] for m in doomed]
     for name, module in list(sys.modules.items()):
@@ -207,8 +364,11 @@ def _close_escape_hatches(make: Any) -> None:
             continue
         for attr, value in list(namespace.items()):
             owner = getattr(value, "__module__", None)
-            if any(value is o for o in objects) or (
-                isinstance(owner, str) and owner.split(".")[0] in ("ctypes", "_ctypes")
+            bases = getattr(value, "__mro__", None) if isinstance(value, type) else None
+            if (
+                any(value is o for o in objects)
+                or (isinstance(owner, str) and owner.split(".")[0] in ("ctypes", "_ctypes"))
+                or any(getattr(b, "__module__", "") in ("ctypes", "_ctypes") for b in bases or ())
             ):
                 with contextlib.suppress(AttributeError, TypeError, KeyError):
                     del namespace[attr]
@@ -216,11 +376,12 @@ def _close_escape_hatches(make: Any) -> None:
         sys.modules[name] = None  # type: ignore[assignment]  # "import ctypes" now fails
     imp = sys.modules.get("_imp")
     if imp is not None:
-        for attr in ("create_dynamic", "create_builtin", "exec_dynamic"):
-            with contextlib.suppress(AttributeError, TypeError):
-                setattr(imp, attr, make(f"loading a new extension module ({attr})"))
+        for attr in ("create_dynamic", "create_builtin", "exec_dynamic", "exec_builtin"):
+            what = f"importing a module that is not loaded yet ({attr})"
+            _put(imp, attr, make(what, report=False, kind=ImportError))
+    for attr in ("get_objects", "get_referrers", "get_referents"):
+        _put(gc, attr, make(f"gc.{attr}", report=False))
     del objects
-    gc.collect()
     warnings.resetwarnings()
 
 
@@ -341,8 +502,54 @@ class Answering:
 # the process that runs answers
 
 
+class _Native:
+    """The few system calls the runner makes through ``ctypes``, bound before ``ctypes`` is
+    taken out of the answers' reach (see :func:`_close_escape_hatches`)."""
+
+    CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 0x20000, 0x10000000, 0x20000000
+    MS_NOSUID, MS_NODEV = 2, 4
+    PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_CHILD_SUBREAPER = 1, 4, 24, 36
+    _MADV_COLLAPSE, _CAP_VERSION_3 = 25, 0x20080522
+
+    def __init__(self) -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        self.prctl, self.unshare, self.capset = libc.prctl, libc.unshare, libc.capset
+        self.mount = libc.mount
+        self.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]
+        self.madvise = libc.madvise
+        self.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        self._caps = (ctypes.c_uint32 * 2)(self._CAP_VERSION_3, 0), (ctypes.c_uint32 * 6)()
+
+    def drop_capabilities(self) -> None:
+        """Every capability, bounding set included (a new user namespace gives them all)."""
+        for cap in range(64):
+            if self.prctl(self.PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+                break
+        header, data = self._caps
+        if self.capset(header, data) != 0:
+            raise OSError("cannot drop the capabilities of a new user namespace")
+
+    def private_scratch(self, folder: str, size: int) -> bool:
+        """Mount a fresh tmpfs over ``folder`` (in a mount namespace of our own)."""
+        options = f"size={int(size)},mode=0700,nr_inodes=4096".encode()
+        flags = self.MS_NOSUID | self.MS_NODEV
+        return self.mount(b"tmpfs", folder.encode(), b"tmpfs", flags, options) == 0
+
+    def collapse(self, start: int, length: int) -> None:
+        self.madvise(start, length, self._MADV_COLLAPSE)
+
+
+NATIVE: _Native | None = None
+"""Bound by :func:`main` (ctypes is loaded by torch anyway)."""
+
+INSTALL_STEP_FILTER: Any = None
+"""Installs :data:`seccomp.STEP` in the calling process (None without seccomp)."""
+
+ANSWERING: Any = None
+"""The :class:`Answering` every process that runs answers uses (made by the runner)."""
+
+
 def _answer_process(
-    torch: Any,
     steps: list[dict[str, Any]],
     cases: list[dict[str, Any]],
     limits: dict[str, Any],
@@ -350,22 +557,31 @@ def _answer_process(
     alarm_w: int,
     output_w: int,
 ) -> None:
-    """Never returns: confine this process, run its steps, write one frame per step."""
+    """Never returns: confine this process, run its steps, write one frame per step on fd 3.
+
+    Only fds 0 (``/dev/null``), 1 and 2 (the output pipe), 3 (results) and 4 (the alarm pipe of
+    :data:`ALARM_FD`) stay open."""
     code = 0
     try:
+        result, alarm = os.dup(result_w), os.dup(alarm_w)
         os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
         os.dup2(output_w, 1)
         os.dup2(output_w, 2)
-        keep = {0, 1, 2, result_w, alarm_w}
+        os.dup2(result, 3)
+        os.dup2(alarm, ALARM_FD)
         for fd in _open_fds():
-            if fd not in keep:
+            if fd > ALARM_FD:
                 with contextlib.suppress(OSError):
                     os.close(fd)
         sys.stdin = io.StringIO()
         sys.stdout = open(1, "w", 1, "utf-8", "backslashreplace", closefd=False)
         sys.stderr = open(2, "w", 1, "utf-8", "backslashreplace", closefd=False)
+        if NATIVE is not None:  # first to go when the sandbox's memory runs out (our own
+            NATIVE.prctl(NATIVE.PR_SET_DUMPABLE, 1, 0, 0, 0)  # /proc/self is ours while at it)
         with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
             f.write("1000")
+        if NATIVE is not None:
+            NATIVE.prctl(NATIVE.PR_SET_DUMPABLE, 0, 0, 0, 0)
         with open("/proc/self/statm") as f:  # first field: VmSize, in pages
             vm_size = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
         cpu = int(limits["cpu_seconds"]) * max(1, len(steps))
@@ -375,14 +591,12 @@ def _answer_process(
         setrlimit(resource.RLIMIT_FSIZE, (int(limits["file_bytes"]),) * 2)
         setrlimit(resource.RLIMIT_CORE, (0, 0))
         setrlimit(resource.RLIMIT_NOFILE, (64, 64))
-        if SECCOMP:
-            seccomp.install(seccomp.STEP, threads_only=True)
-        is_grad_enabled = _poison(torch, alarm_w)
-        answering = Answering(torch, is_grad_enabled)
+        if INSTALL_STEP_FILTER is not None:
+            INSTALL_STEP_FILTER()
         write_all, pack = wire.write_all, struct.pack
         for index, step in enumerate(steps):
-            data = answering.run(step["name"], step["upstream"], step["code"], cases)
-            write_all(result_w, pack("<QQ", index, len(data)) + data)
+            data = ANSWERING.run(step["name"], step["upstream"], step["code"], cases)
+            write_all(3, pack("<QQ", index, len(data)) + data)
     except BaseException:  # run() catches the answer's own exceptions: this is a crash
         code = 70
     finally:
@@ -413,15 +627,22 @@ class _Group:
         self.started = time.monotonic()
 
 
-def _spawn(torch: Any, steps: list[dict], cases: list[dict], limits: dict[str, Any]) -> _Group:
+def _spawn(steps: list[dict], cases: list[dict], limits: dict[str, Any]) -> _Group:
+    """Start the process that runs ``steps``, in a session of its own (so no process group
+    reaches back to the supervisor), in the submission's namespaces where it has some (see
+    :class:`_Nest`)."""
     result_r, result_w = os.pipe()
     alarm_r, alarm_w = os.pipe()
     output_r, output_w = os.pipe()
     pid = os.fork()
     if pid == 0:
-        for fd in (result_r, alarm_r, output_r):
-            os.close(fd)
-        _answer_process(torch, steps, cases, limits, result_w, alarm_w, output_w)
+        try:
+            for fd in (result_r, alarm_r, output_r):
+                os.close(fd)
+            os.setsid()
+        except BaseException:
+            _exit(70)
+        _answer_process(steps, cases, limits, result_w, alarm_w, output_w)
     for fd in (result_w, alarm_w, output_w):
         os.close(fd)
     for fd in (result_r, alarm_r, output_r):
@@ -429,22 +650,123 @@ def _spawn(torch: Any, steps: list[dict], cases: list[dict], limits: dict[str, A
     return _Group(pid, result_r, alarm_r, output_r, steps)
 
 
-def _kill_everything_else(isolated: bool, group: _Group) -> None:
-    """Kill the answers' process; where the sandbox has a PID namespace of its own, every other
-    process in it too but the runner and this supervisor (``kill(-1)`` spares init and the
-    caller). Then reap every child."""
+class _Nest:
+    """The namespaces a submission's answers run in: a user namespace (they are ``nobody`` in
+    it, as the sandbox's user, without capabilities), a PID namespace (they see no process of
+    the sandbox, not even their supervisor or the runner, so they can signal none) and a mount
+    namespace with a scratch tmpfs of the submission's own.
+
+    The supervisor enters them itself (``unshare``: its own PID stays, its children's are in
+    the new namespace) and forks the namespace's first process, the *keeper*, which only waits:
+    while it lives, the answers' processes can be forked into the namespace; it ignores what
+    they send it (a namespace's init does), clears the namespace on request (``kill(-1)``, then
+    reaps), and dies with the supervisor, and the namespace with it."""
+
+    def __init__(self, keeper: int, request: int, reply: int) -> None:
+        self.keeper, self.request, self.reply = keeper, request, reply
+
+    @staticmethod
+    def _map_ids(uid: int, gid: int) -> None:
+        assert NATIVE is not None
+        NATIVE.prctl(NATIVE.PR_SET_DUMPABLE, 1, 0, 0, 0)  # /proc/self is ours to write
+        try:
+            for name, text in (
+                ("uid_map", f"65534 {uid} 1\n"),
+                ("setgroups", "deny"),
+                ("gid_map", f"65534 {gid} 1\n"),
+            ):
+                with open(f"/proc/self/{name}", "w") as f:
+                    f.write(text)
+        finally:
+            NATIVE.prctl(NATIVE.PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+    @classmethod
+    def enter(cls, scratch: str, size: int) -> _Nest | None:
+        """Enter the namespaces (None where the kernel refuses), mount the scratch, give up
+        every capability, fork the keeper."""
+        assert NATIVE is not None
+        uid, gid = os.geteuid(), os.getegid()
+        flags = _Native.CLONE_NEWUSER | _Native.CLONE_NEWPID | _Native.CLONE_NEWNS
+        if NATIVE.unshare(flags) != 0:
+            return None
+        try:  # unmapped, we could not own files on a tmpfs of our own: keep the sandbox's
+            cls._map_ids(uid, gid)
+            if NATIVE.private_scratch(scratch, size):
+                os.chdir(scratch)
+        except OSError:
+            pass
+        NATIVE.drop_capabilities()
+        request_r, request_w = os.pipe()
+        reply_r, reply_w = os.pipe()
+        keeper = os.fork()
+        if keeper == 0:
+            _keep(request_r, reply_w)
+        os.close(request_r)
+        os.close(reply_w)
+        return cls(keeper, request_w, reply_r)
+
+    def clear(self) -> None:
+        """Have the keeper kill every other process of the namespace and reap them."""
+        os.write(self.request, b"k")
+        if os.read(self.reply, 1) != b"d":
+            raise RuntimeError("the namespace's keeper is gone")
+
+
+def _keep(request: int, reply: int) -> None:
+    """The keeper's life (see :class:`_Nest`). Never returns."""
+    try:
+        assert NATIVE is not None
+        NATIVE.prctl(NATIVE.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        for fd in _open_fds():
+            if fd not in (request, reply):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        while os.read(request, 1):
+            with contextlib.suppress(OSError):
+                os.kill(-1, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                while True:
+                    os.waitpid(-1, 0)
+            os.write(reply, b"d")
+    finally:
+        _exit(0)
+
+
+NESTED: _Nest | None = None
+"""The supervisor's namespaces (see :class:`_Nest`), once entered."""
+
+TAINTED = False
+"""Set in a supervisor once a step left something in the scratch that could not be removed:
+the later steps' outcomes may depend on it, so none is the answer's own any more."""
+
+
+def _kill_everything_else(isolated: bool, group: _Group) -> bool:
+    """Kill the answers' process, and every other process an answer could have left: in the
+    submission's namespace (:class:`_Nest`) through its keeper; else, where the sandbox has a
+    PID namespace of its own, every process in it but the runner and this supervisor
+    (``kill(-1)`` spares init and the caller). Reap every child, then empty the scratch, so
+    that nothing goes from one step to the next. False if the scratch keeps something."""
     with contextlib.suppress(ProcessLookupError):
         os.kill(group.pid, signal.SIGKILL)
-    if isolated:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(-1, signal.SIGKILL)
-    while True:
-        try:
-            os.waitpid(-1, 0)
-        except ChildProcessError:
-            return
-        except InterruptedError:
-            continue
+    if NESTED is not None:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(group.pid, 0)
+        NESTED.clear()
+    else:
+        if isolated:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(-1, signal.SIGKILL)
+        while True:
+            try:
+                os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
+            except InterruptedError:
+                continue
+    try:
+        return _empty(os.getcwd())
+    except OSError:
+        return False
 
 
 def _status_text(status: int) -> str:
@@ -458,16 +780,21 @@ def _status_text(status: int) -> str:
     return f"exited with code {os.WEXITSTATUS(status)}"
 
 
-def supervise(torch: Any, control: int, isolated: bool) -> None:
+def supervise(control: int, isolated: bool) -> None:
     """Never returns. Read this submission's steps from the stream, run them, send each outcome
     as soon as it is known, then ``{"op": "done"}``."""
     code = 0
     try:
-        _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)  # answers cannot read this process's memory
-        _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        global NESTED
+        assert NATIVE is not None
+        NATIVE.prctl(NATIVE.PR_SET_DUMPABLE, 0, 0, 0, 0)  # answers cannot read our memory
+        NATIVE.prctl(NATIVE.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         header, _ = wire.receive(control, MAX_REQUEST)
         cases = BANKS[header["bank"]]
         limits: dict[str, Any] = header["limits"]
+        if NEST:
+            scratch = os.environ.get("TMPDIR", "/tmp")
+            NESTED = _Nest.enter(scratch, int(limits["file_bytes"]))
         budget_end = time.monotonic() + float(limits["budget_seconds"])
         steps: list[dict[str, Any]] = header["steps"]
         plain = [s for s in steps if s.get("plain")]
@@ -475,7 +802,7 @@ def supervise(torch: Any, control: int, isolated: bool) -> None:
         pending += [[s] for s in steps if not s.get("plain")]
         while pending:
             group_steps = pending.pop(0)
-            left = _run_group(torch, control, group_steps, cases, limits, budget_end, isolated)
+            left = _run_group(control, group_steps, cases, limits, budget_end, isolated)
             pending = [[s] for s in left] + pending  # unfinished shared steps: one process each
         wire.send(control, {"op": "done"})
     except BaseException as e:
@@ -494,9 +821,13 @@ def _outcome(
     seconds: float,
     group: _Group | None,
     payload: bytes = b"",
+    own: bool = True,
 ) -> None:
+    """Send one step's outcome. ``own`` is False when it says more about the rest of the
+    submission than about the step's code (a time budget spent by other steps): the grader then
+    does not give it to another submission's identical answer."""
     output = group.out.decode(errors="replace") if group else ""
-    alarms = group.alarms.decode(errors="replace").split() if group else []
+    alarms = group.alarms.decode(errors="replace").splitlines() if group else []
     header = {
         "op": "outcome",
         "key": step["key"],
@@ -504,7 +835,8 @@ def _outcome(
         "detail": detail,
         "seconds": round(seconds, 6),
         "output": output[:4000],
-        "autograd": sorted(set(alarms))[:20],
+        "autograd": sorted(set(a for a in alarms if a))[:20],
+        "own": own and not TAINTED,
     }
     wire.send(control, header, [payload] if payload else [])
     if group is not None:
@@ -513,7 +845,6 @@ def _outcome(
 
 
 def _run_group(
-    torch: Any,
     control: int,
     steps: list[dict[str, Any]],
     cases: list[dict[str, Any]],
@@ -523,12 +854,14 @@ def _run_group(
 ) -> list[dict[str, Any]]:
     """Run ``steps`` in one process; send each one's outcome. Returns the steps left unrun after
     that process failed (to run alone), or [] when every step has an outcome."""
+    global TAINTED
     step_seconds = float(limits["step_seconds"])
     if time.monotonic() >= budget_end:
         for step in steps:
-            _outcome(control, step, "timeout", "not run: the time budget was spent", 0.0, None)
+            why = "not run: the time budget was spent"
+            _outcome(control, step, "timeout", why, 0.0, None, own=False)
         return []
-    group = _spawn(torch, steps, cases, limits)
+    group = _spawn(steps, cases, limits)
     cap, result_cap = int(limits["output_bytes"]), int(limits["result_bytes"])
     leftover: list[dict[str, Any]] = []
     status = None
@@ -538,10 +871,9 @@ def _run_group(
             deadline = min(group.started + step_seconds, budget_end)
             left = deadline - time.monotonic()
             if left <= 0:
-                why = f"killed after {step_seconds:g} s (time limit)"
-                if budget_end <= group.started + step_seconds:
-                    why = "stopped: the submission's time budget was spent"
-                _outcome(control, step, "timeout", why, time.monotonic() - group.started, group)
+                why, own = _time_out(step_seconds, budget_end, group)
+                seconds = time.monotonic() - group.started
+                _outcome(control, step, "timeout", why, seconds, group, own=own)
                 group.index += 1
                 leftover = steps[group.index :]
                 break
@@ -560,12 +892,14 @@ def _run_group(
                     group.buffer += chunk
                 else:  # the process ended (or closed its result pipe) before all its steps
                     status = _wait_briefly(group.pid, deadline)
-                    why = _status_text(status) if status is not None else "closed its result"
-                    kind = "crashed" if group.buffer or status else "no-result"
-                    _outcome(
-                        control, step, kind, f"{why} before returning a result",
-                        time.monotonic() - group.started, group,
-                    )  # fmt: skip
+                    seconds = time.monotonic() - group.started
+                    if status is None:  # it closed its result and went on, into its limit
+                        why, own = _time_out(step_seconds, budget_end, group)
+                        _outcome(control, step, "timeout", why, seconds, group, own=own)
+                    else:
+                        why = f"{_status_text(status)} before returning a result"
+                        kind = "crashed" if group.buffer or status else "no-result"
+                        _outcome(control, step, kind, why, seconds, group)
                     group.index += 1
                     leftover = steps[group.index :]
                     return leftover
@@ -595,7 +929,15 @@ def _run_group(
     finally:
         for fd in (group.result, group.alarm, group.output):
             os.close(fd)
-        _kill_everything_else(isolated, group)
+        if not _kill_everything_else(isolated, group):
+            TAINTED = True
+
+
+def _time_out(step_seconds: float, budget_end: float, group: _Group) -> tuple[str, bool]:
+    """Why a step ran out of time, and whether that is its own doing (not the budget's)."""
+    if budget_end <= group.started + step_seconds:
+        return "stopped: the submission's time budget was spent", False
+    return f"killed after {step_seconds:g} s (time limit)", True
 
 
 def _drain(group: _Group, cap: int) -> None:
@@ -637,7 +979,6 @@ def _collapse_memory() -> None:
     page-table entry per page, and torch's heap is ~35,000 small pages but ~70 huge ones, so
     forks and exits get about twice as cheap. Only mappings at least half populated, so memory
     grows little; harmless where unsupported."""
-    _libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     huge, regions, current = 2**21, [], None
     with contextlib.suppress(OSError), open("/proc/self/smaps") as smaps:
         for line in smaps:
@@ -652,13 +993,55 @@ def _collapse_memory() -> None:
             elif fields[0] == "Rss:" and current is not None:
                 current[2] = int(fields[1]) * 1024
     for start, end, rss in regions:
-        if end > start and rss >= (end - start) // 2:
-            _libc.madvise(start, end - start, _MADV_COLLAPSE)
+        if end > start and rss >= (end - start) // 2 and NATIVE is not None:
+            NATIVE.collapse(start, end - start)
 
 
-def _reap_and_clean(isolated: bool) -> None:
+def _empty(folder: str, budget: int = 200_000) -> bool:
+    """Remove everything inside ``folder``, whatever its modes, without following a symlink,
+    recursing or holding more than two fds (a tree a submission made may be deep): descend into
+    a folder that cannot be removed yet, go back up through ``..`` once it is empty. True if
+    ``folder`` is empty afterwards."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    fd, depth = os.open(folder, flags), 0
+    try:
+        while budget > 0:
+            into = None
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    budget -= 1
+                    if not entry.is_dir(follow_symlinks=False):
+                        with contextlib.suppress(OSError):
+                            os.unlink(entry.name, dir_fd=fd)
+                        continue
+                    with contextlib.suppress(OSError):
+                        os.chmod(entry.name, 0o700, dir_fd=fd)  # a real folder: no symlink
+                    try:
+                        os.rmdir(entry.name, dir_fd=fd)
+                    except OSError:
+                        into = entry.name
+                        break
+            if into is None and depth == 0:
+                break
+            step = into if into is not None else ".."
+            new = os.open(step, flags, dir_fd=fd)
+            os.close(fd)
+            fd, depth = new, depth + (1 if into is not None else -1)
+    except OSError:
+        return False
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    try:
+        return not os.listdir(folder)
+    except OSError:
+        return False
+
+
+def _reap_and_clean(isolated: bool) -> bool:
     """After a submission: kill what is left (in a PID namespace of our own), reap, and empty
-    the scratch folder, so the next submission finds the sandbox as new."""
+    the scratch folder, so the next submission finds the sandbox as new. False if the scratch
+    could not be emptied (the grader then replaces this sandbox)."""
     if isolated:
         with contextlib.suppress(ProcessLookupError):
             os.kill(-1, signal.SIGKILL)
@@ -671,32 +1054,44 @@ def _reap_and_clean(isolated: bool) -> None:
         except InterruptedError:
             continue
     scratch = os.environ.get("TMPDIR", "/tmp")
-    for top, dirs, files in os.walk(scratch, topdown=False):
-        for name in files:
-            with contextlib.suppress(OSError):
-                os.unlink(os.path.join(top, name))
-        for name in dirs:
-            path = os.path.join(top, name)
-            with contextlib.suppress(OSError):
-                os.chmod(path, 0o700)
-                os.rmdir(path)
     with contextlib.suppress(OSError):
         os.chmod(scratch, 0o700)
+    try:
+        return _empty(scratch)
+    except Exception:
+        return False
+
+
+PRELOADED = (
+    *("numpy", "numpy.random", "numpy.linalg", "numpy.fft", "math", "cmath", "random"),
+    *("itertools", "functools", "collections", "statistics", "fractions", "decimal", "bisect"),
+    *("heapq", "datetime", "json", "string", "re", "copy", "operator", "typing", "dataclasses"),
+    *("enum", "warnings", "linecache", "tracemalloc", "traceback", "textwrap", "pprint"),
+    *("array", "time", "struct", "unicodedata", "zlib", "hashlib", "binascii", "pickle"),
+)
+"""Modules an answer may import at no cost: loaded by the runner (an answer cannot load a new
+extension module, see :func:`_close_escape_hatches`)."""
 
 
 def main() -> None:
     """Import torch, report ready, then serve the grader's requests until the stream ends."""
+    global NATIVE, SECCOMP, INSTALL_STEP_FILTER, ANSWERING
     control = CONTROL
     os.set_inheritable(control, False)
+    null = os.open(os.devnull, os.O_WRONLY)
+    if null != ALARM_FD:
+        os.dup2(null, ALARM_FD)
+        os.close(null)
     isolated = _getpid() == 1
+    NATIVE = _Native()
     if not isolated:  # no PID namespace: die with the launcher at least
-        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)  # nothing in the sandbox may read or write us
+        NATIVE.prctl(NATIVE.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    NATIVE.prctl(NATIVE.PR_SET_DUMPABLE, 0, 0, 0, 0)  # nothing in the sandbox may read us
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     import torch
     import torch.nn.functional
 
-    for name in ("numpy", "math", "cmath", "random", "itertools", "functools", "collections"):
+    for name in PRELOADED:
         with contextlib.suppress(ImportError):
             __import__(name)
     torch.set_num_threads(1)
@@ -704,16 +1099,19 @@ def main() -> None:
     aten = torch.ops.aten
     for schema in torch._C._jit_get_all_schemas():  # resolve every op now (see _poison)
         space, _, name = schema.name.partition("::")
-        if space == "aten" and "backward" not in name:
+        if space == "aten" and not AUTOGRAD_OP.search(name):
             with contextlib.suppress(Exception):
                 getattr(aten, name)
-    gc.collect()
-    gc.freeze()
-    _collapse_memory()
-    global SECCOMP
     SECCOMP = os.environ.get("BACKPROP_NINJA_SECCOMP", "1") == "1" and seccomp.supported()
     if SECCOMP:
         seccomp.install(seccomp.SANDBOX)
+        INSTALL_STEP_FILTER = seccomp.prepare(seccomp.STEP, no_clone=True)
+    ANSWERING = Answering(torch, torch._C.is_grad_enabled)
+    _poison(torch)
+    _close_escape_hatches(_poisoner(ALARM_FD))
+    gc.collect()
+    gc.freeze()
+    _collapse_memory()
     wire.send(
         control,
         {"op": "ready", "isolated": isolated, "seccomp": SECCOMP, "torch": torch.__version__},
@@ -730,10 +1128,10 @@ def main() -> None:
         elif op == "submission":
             pid = os.fork()
             if pid == 0:
-                supervise(torch, control, isolated)
+                supervise(control, isolated)
             _, status = os.waitpid(pid, 0)
-            _reap_and_clean(isolated)
-            wire.send(control, {"op": "idle", "status": _status_text(status)})
+            clean = _reap_and_clean(isolated)
+            wire.send(control, {"op": "idle", "status": _status_text(status), "clean": clean})
         else:
             _exit(2)
 

@@ -4,16 +4,22 @@ Two filters, installed with ``prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER)`` (filt
 survive ``fork``; none can be removed):
 
 - :data:`SANDBOX` (the whole sandbox, installed by the runner once torch is imported): no
-  ``execve`` (a fresh interpreter would have a fresh, unpoisoned torch), no new namespaces, no
-  mounts, no ``ptrace`` or cross-process memory access, no kernel keyring, BPF, perf, userfaultfd
-  or io_uring (whose operations bypass seccomp), no ``memfd_create`` or SysV IPC (memory that no
-  process's size accounts for), no module loading, reboot, swap, clock or quota changes.
-- :data:`STEP` (each process that runs answers, on top of the first): additionally no new
-  processes (``clone`` only with ``CLONE_THREAD``; ``fork``, ``vfork``, ``clone3`` refused), so
-  a step's memory is its own process's, bounded by its address-space limit.
+  ``execve`` (a fresh interpreter would have a fresh, unpoisoned torch), no joining or cloning
+  into namespaces, no mounts, no ``ptrace`` or cross-process memory access, no kernel keyring,
+  BPF, perf, userfaultfd or io_uring (whose operations bypass seccomp), no ``memfd_create`` or
+  SysV IPC (memory that no process's size accounts for), no module loading, reboot, swap, clock
+  or quota changes. ``unshare`` and ``mount`` stay allowed here: the runner puts each process
+  that runs answers into user, PID and mount namespaces of its own, with a scratch tmpfs of its
+  own, before it installs the second filter.
+- :data:`STEP` (each process that runs answers, on top of the first): additionally no
+  ``unshare`` or ``mount``, and no new process or thread at all (``clone``, ``fork``,
+  ``vfork`` refused, ``clone3`` answers ``ENOSYS`` so that the C library falls back to
+  ``clone``): a step's memory is its own process's, bounded by its address-space limit, and no
+  thread starts with autograd's default grad mode (grad mode is per thread, and on in a new
+  one).
 
-A refused call fails with ``EPERM`` (``ENOSYS`` for ``clone3``, so that the C library falls back
-to ``clone``); a call from another architecture's ABI (x32 on x86-64) kills the process.
+A refused call fails with ``EPERM``; a call from another architecture's ABI (x32 on x86-64) kills
+the process.
 
 Stdlib only: this runs inside the sandbox, beside :mod:`runner`.
 """
@@ -23,6 +29,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import platform
+from collections.abc import Callable
 
 # Syscall numbers by machine: (name -> number). x86_64 from arch/x86/entry/syscalls/syscall_64.tbl,
 # aarch64 from the generic table include/uapi/asm-generic/unistd.h.
@@ -63,7 +70,7 @@ _MACHINES = {"x86_64": (0xC000003E, _X86_64), "aarch64": (0xC00000B7, _AARCH64)}
 SANDBOX: tuple[str, ...] = (
     *("execve", "execveat", "ptrace", "process_vm_readv", "process_vm_writev", "kcmp"),
     *("pidfd_getfd", "process_madvise", "perf_event_open", "bpf", "userfaultfd", "keyctl"),
-    *("add_key", "request_key", "mount", "umount2", "pivot_root", "unshare", "setns", "chroot"),
+    *("add_key", "request_key", "umount2", "pivot_root", "setns", "chroot"),
     *("open_tree", "move_mount", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr"),
     *("kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module"),
     *("reboot", "swapon", "swapoff", "acct", "quotactl", "syslog", "vhangup", "settimeofday"),
@@ -73,8 +80,8 @@ SANDBOX: tuple[str, ...] = (
 )
 """Refused everywhere in the sandbox (``clone`` is refused with namespace flags)."""
 
-STEP: tuple[str, ...] = ("fork", "vfork")
-"""Refused too in processes that run answers (``clone`` without ``CLONE_THREAD`` as well)."""
+STEP: tuple[str, ...] = ("fork", "vfork", "unshare", "mount")
+"""Refused too in processes that run answers (and ``clone`` in every form)."""
 
 CLONE_THREAD = 0x00010000
 CLONE_NAMESPACES = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000
@@ -103,8 +110,9 @@ def supported() -> bool:
     return platform.machine() in _MACHINES
 
 
-def program(denied: tuple[str, ...], threads_only: bool) -> list[tuple[int, int, int, int]]:
-    """The BPF program as ``(code, jt, jf, k)`` tuples (see the module docstring).
+def program(denied: tuple[str, ...], no_clone: bool) -> list[tuple[int, int, int, int]]:
+    """The BPF program as ``(code, jt, jf, k)`` tuples (see the module docstring): ``clone``
+    refused with namespace flags, or always with ``no_clone``.
 
     Layout: check the architecture, load the syscall number, one ``jeq`` per refused call,
     then the ``clone`` test, then the return instructions the jumps lead to.
@@ -126,11 +134,11 @@ def program(denied: tuple[str, ...], threads_only: bool) -> list[tuple[int, int,
     ops.append((_RET_K, 0, 0, _ALLOW))
     labels = {"clone": len(ops)}
     ops.append((_LD_W_ABS, 0, 0, 16))  # the low 32 bits of args[0], the clone flags
-    ops.append((_JSET_K, "deny", 0, CLONE_NAMESPACES))
-    if threads_only:
-        ops.append((_JSET_K, "allow", "deny", CLONE_THREAD))
-    labels["allow"] = len(ops)
-    ops.append((_RET_K, 0, 0, _ALLOW))
+    if no_clone:
+        ops.append((_RET_K, 0, 0, _ERRNO | errno.EPERM))
+    else:
+        ops.append((_JSET_K, "deny", 0, CLONE_NAMESPACES))
+        ops.append((_RET_K, 0, 0, _ALLOW))
     labels["deny"] = len(ops)
     ops.append((_RET_K, 0, 0, _ERRNO | errno.EPERM))
     labels["enosys"] = len(ops)
@@ -149,22 +157,37 @@ def program(denied: tuple[str, ...], threads_only: bool) -> list[tuple[int, int,
     return [(code, offset(jt, i), offset(jf, i), k) for i, (code, jt, jf, k) in enumerate(ops)]
 
 
-def install(denied: tuple[str, ...], threads_only: bool = False) -> None:
-    """Install a filter refusing ``denied`` (and, with ``threads_only``, every new process) in the
-    calling thread and everything it starts afterwards. Raises OSError if the kernel refuses."""
+def prepare(denied: tuple[str, ...], no_clone: bool = False) -> Callable[[], None]:
+    """A function that installs a filter refusing ``denied`` (and, with ``no_clone``, every new
+    process or thread) in the calling thread and everything it starts afterwards; it raises
+    OSError if the kernel refuses. Everything it needs is built now, so the runner can prepare
+    it before it takes ``ctypes`` out of the answers' reach and install it in each answer's
+    process afterwards."""
     libc = ctypes.CDLL(None, use_errno=True)
-    ops = program(denied, threads_only)
+    prctl, get_errno, byref = libc.prctl, ctypes.get_errno, ctypes.byref
+    ops = program(denied, no_clone)
     filters = (_Filter * len(ops))(*[_Filter(*op) for op in ops])
     prog = _Program(len(ops), filters)
-    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "no_new_privs")
-    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "seccomp filter refused")
+
+    def install() -> None:
+        if prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            raise OSError(get_errno(), "no_new_privs")
+        if prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, byref(prog), 0, 0) != 0:
+            raise OSError(get_errno(), "seccomp filter refused")
+
+    install.keep = (filters, prog)  # type: ignore[attr-defined]  # alive as long as install
+    return install
+
+
+def install(denied: tuple[str, ...], no_clone: bool = False) -> None:
+    """Install a filter at once (see :func:`prepare`)."""
+    prepare(denied, no_clone)()
 
 
 def describe() -> str:
     """The two lists, for the README and error messages."""
-    return f"refused in the sandbox: {', '.join(SANDBOX)}; in answers also: fork, vfork, clone"
+    step = ", ".join(STEP)
+    return f"refused in the sandbox: {', '.join(SANDBOX)}; in answers also: {step}, clone"
 
 
-__all__ = ["SANDBOX", "STEP", "describe", "install", "program", "supported"]
+__all__ = ["SANDBOX", "STEP", "describe", "install", "prepare", "program", "supported"]
