@@ -107,6 +107,8 @@ def diagnose(ev: Evidence) -> list[Diagnosis]:
         return [say(ex, step, "no-result", problem=ev.problem)]
     program = ev.code.startswith(PROGRAM_HEADER)  # a training run: NotImplemented is a cell's
     if not program and all(a.kind == "not-implemented" for a in ev.answers.values()):
+        if ev.problem:  # no answer was found, and the reader says what it looked for
+            return [say(ex, step, "not-implemented.missing", problem=ev.problem)]
         return [say(ex, step, "not-implemented")]
 
     out: list[Diagnosis] = []
@@ -269,7 +271,8 @@ def _error_hint(ev: Evidence, kind: str, text: str) -> str:
         return hint(ex, step, "error.matmul")
     if "must match the size" in text or "broadcast shape" in text:
         return hint(ex, step, "error.broadcast")
-    if kind == "MemoryError" or "can't allocate memory" in text or "out of memory" in text:
+    lowered = text.lower()
+    if kind == "MemoryError" or "allocate memory" in lowered or "out of memory" in lowered:
         return hint(ex, step, "error.memory", limit=ev.memory_limit)
     if kind == "NameError":
         missing = text.split("'")[1] if text.count("'") >= 2 else ""
@@ -307,6 +310,8 @@ def _wrong_shape(ev: Evidence) -> Diagnosis | None:
         slip = "other"
     elif slip == "reshaped" and before is not None:
         slip = "view"
+    elif slip == "summed" and before is not None:  # the consumer's shape: a sum not undone
+        slip = "not-broadcast"
     d = say(ex, step, f"shape.{slip}", found=found, ndim=ref.dim(), before=before)
     if all(broadcast_match(t, c.reference(step), tl) for c, t, tl in bad):
         d = Diagnosis(d.code, d.message + TEXT["shape.cmp"])

@@ -31,6 +31,7 @@ TEXT: dict[str, str] = {
     "no-result": "Your code for {name} could not be run to the end: {problem}.",
     "not-implemented": "{name} is not implemented yet: replace `raise NotImplementedError()` "
     "with your code.",
+    "not-implemented.missing": "`{name}` is not answered in this notebook: {problem}.",
     "uses-autograd": "Your code for {name} uses {used}: the point is to derive the gradient by "
     "hand with the chain rule, so no autograd in answers.",
     "tampering": "Your code for {name} reaches into the interpreter or the grader ({used}) "
@@ -75,6 +76,9 @@ TEXT: dict[str, str] = {
     "along the dimension where it has size 1, so sum over that one.",
     "shape.summed": "{found}: `{var}` was not broadcast in the forward pass, so nothing is summed "
     "over that dimension; keep the full shape.",
+    "shape.not-broadcast": "{found}, the shape of `{before}`: the forward pass summed `{var}` over "
+    "that dimension, and a sum hands its upstream gradient to every element it summed. Broadcast "
+    "the upstream gradient back to the shape of `{var}` (multiply it by ones shaped like `{var}`).",
     "shape.view": "{found}; it still has the shape of `{before}`: the view of the forward pass is "
     "not undone. Reshape to `{var}`'s shape, read from `{var}.shape` rather than written in.",
     "shape.reshaped": "{found}; the numbers are right but arranged in the wrong shape. Reshape to "

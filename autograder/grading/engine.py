@@ -41,7 +41,7 @@ from .cache import OutcomeCache
 from .compare import compare
 from .plain import is_plain
 from .results import CaseResult, RowReport, RunResult, StepResult, SubmissionResult
-from .submission import Submission, SubmissionError, is_stub, load_submission
+from .submission import Submission, SubmissionError, is_stub, load_submissions
 
 AnswerKey = tuple[str, str, str]
 """(exercise id, step name, normalised code): answers with one key are graded once."""
@@ -271,6 +271,7 @@ class Grader:
         waiting: dict[AnswerKey, list[tuple[int, str]]] = {}
         missing: dict[int, int] = {}
         jobs: list[Job] = []
+        tasks_of: dict[AnswerKey, Task] = {}
         for key, (sub, steps) in list(subs.items()):
             ex = sub.exercise
             self.cases(ex)
@@ -297,7 +298,8 @@ class Grader:
                 if run is None:
                     self._runs[akey] = _Run(code)
                     plain = is_plain(code, ex.provided)
-                    tasks.append(Task(akey, step.name, step.upstream, code, plain))
+                    tasks_of[akey] = Task(akey, step.name, step.upstream, code, plain)
+                    tasks.append(tasks_of[akey])
             missing[key] = len(steps) - len(done)
             if missing[key] == 0:
                 yield key, done
@@ -306,23 +308,39 @@ class Grader:
                 if tasks:
                     jobs.append(Job(ex.id, tuple(tasks)))
                     self.executed += len(tasks)
-        for task_key, outcome in self.pool.run(jobs):
-            akey = cast(AnswerKey, task_key)
-            run = self._runs[akey]
-            ex = subs[waiting[akey][0][0]][0].exercise
-            self._settle(run, ex, outcome)
-            if self.cache is not None:
-                self.cache.put(akey, outcome)
-            for key, name in waiting.pop(akey, []):
-                sub = subs[key][0]
-                step = sub.exercise.step(name)
-                code = sub.answers[name]
-                if step.kind == "training":
-                    code = training.program(sub.exercise, step, sub.answers)
-                pending[key][name] = self._result_for(run, sub.exercise, step, code)
-                missing[key] -= 1
-                if missing[key] == 0:
-                    yield key, pending.pop(key)
+        while jobs:
+            again: dict[int, list[Task]] = {}
+            for task_key, outcome in self.pool.run(jobs):
+                akey = cast(AnswerKey, task_key)
+                waiters = waiting.pop(akey, [])
+                ex = subs[waiters[0][0]][0].exercise
+                run = self._runs[akey]
+                if not outcome.own:
+                    # The outcome says more about the rest of its submission (a budget spent by
+                    # other answers, a sandbox that failed) than about this answer: it is that
+                    # submission's alone, and the answer runs again for anyone else who has it.
+                    del self._runs[akey]
+                    run = _Run(run.code)
+                    if len(waiters) > 1:
+                        waiting[akey] = waiters[1:]
+                        self._runs[akey] = _Run(subs[waiters[1][0]][0].answers[waiters[1][1]])
+                        again.setdefault(waiters[1][0], []).append(tasks_of[akey])
+                    waiters = waiters[:1]
+                self._settle(run, ex, outcome)
+                if self.cache is not None and outcome.own:
+                    self.cache.put(akey, outcome)
+                for key, name in waiters:
+                    sub = subs[key][0]
+                    step = sub.exercise.step(name)
+                    code = sub.answers[name]
+                    if step.kind == "training":
+                        code = training.program(sub.exercise, step, sub.answers)
+                    pending[key][name] = self._result_for(run, sub.exercise, step, code)
+                    missing[key] -= 1
+                    if missing[key] == 0:
+                        yield key, pending.pop(key)
+            jobs = [Job(subs[key][0].exercise.id, tuple(tasks)) for key, tasks in again.items()]
+            self.executed += sum(len(tasks) for tasks in again.values())
 
     def grade_submission(self, sub: Submission) -> SubmissionResult:
         """Grade one submission already read (nbgrader hands the kit notebooks in memory)."""
@@ -359,12 +377,15 @@ class Grader:
 
     def grade_paths(self, paths: Iterable[Path]) -> Iterator[SubmissionResult]:
         """Grade notebooks, yielding each submission's result as soon as its last step is done
-        (not necessarily in input order). A file that cannot be read yields a result with
-        ``error`` set and no steps; nothing a submission does stops the batch."""
+        (not necessarily in input order). A notebook in the lecture's format may hold several
+        submissions (Exercise 1, then 2 and 3): they are yielded together, in that order, once
+        the last is done. A file that cannot be read yields a result with ``error`` set and no
+        steps; nothing a submission does stops the batch."""
         subs: dict[int, tuple[Submission, list[Step]]] = {}
-        for i, path in enumerate(paths):
+        siblings: dict[int, list[int]] = {}  # submission key -> the keys of its notebook
+        for path in paths:
             try:
-                sub = load_submission(Path(path))
+                found = load_submissions(Path(path))
             except SubmissionError as e:
                 yield SubmissionResult(
                     path=str(path),
@@ -375,9 +396,16 @@ class Grader:
                     exercise=DEFAULT.id,
                 )
                 continue
-            subs[i] = (sub, list(sub.exercise.steps))
+            keys = list(range(len(subs), len(subs) + len(found)))
+            for key, sub in zip(keys, found, strict=True):
+                subs[key] = (sub, list(sub.exercise.steps))
+                siblings[key] = keys
+        done: dict[int, SubmissionResult] = {}
         for key, results in self._grade(subs):
-            yield self._result(subs.pop(key)[0], results)
+            done[key] = self._result(subs[key][0], results)
+            if all(k in done for k in siblings[key]):
+                for k in siblings[key]:
+                    yield done.pop(k)
 
     def run(self, paths: Iterable[Path]) -> RunResult:
         """Grade everything and return the run (submissions in completion order)."""

@@ -1,0 +1,388 @@
+"""Reading a notebook in the lecture's own format: its answers, found by following the data.
+
+Whoever did Exercise 1 in the lecture's ``makemore_part4_backprop.ipynb`` (or a copy of it) wrote
+the backward pass as lines in one cell or several, each gradient followed by a
+``cmp('logprobs', dlogprobs, logprobs)``, with attempts, scratch lines and Exercises 2 and 3
+around it. Nothing marks an answer, so the reader works statically, on the parsed code (nothing
+of the notebook is run here):
+
+1. **The forward pass** is found by matching the exercise's lines to the learner's assignments,
+   which also maps the learner's names to ours (:mod:`autograder.grading.lecture_names`). A
+   notebook with no grade ids and such a forward pass is in the lecture's format.
+2. **The region** of the answers runs from the end of the forward pass to the first statement
+   that draws the parameters or the batch anew (Exercise 4's cell does); a second copy of the
+   forward pass starts a region again. Comments and outputs are never read.
+3. **A step's attempts**: each statement that binds one of the step's gradient names afresh
+   (``dcounts = ...``) starts an attempt; each later one that builds on it (``dcounts += ...``,
+   ``dC[ix] += ...`` in a loop, ``dC.index_add_(...)``) joins it, whatever stands between. The
+   last attempt is the answer; a lone ``= None`` placeholder is none.
+4. **Temporaries**: every name the answer reads that the grader does not provide (``mask``,
+   ``temp``, ``dcounts1``, a helper function, an ``import``) brings in its own defining
+   statements, found backwards from where it is read, recursively. A gradient the step is not
+   given stays as it is, and the grader's diagnosis says so in words; where it is only read for
+   its shape (``torch.ones_like(dbndiff)``), the variable it is the gradient of stands in.
+5. **Other exercises**: an attempt at ``dlogits`` or ``dhprebn`` that reads none of the
+   gradients Exercise 1 gives that step but reads the targets or another gradient (the
+   lecture's one-go formulas, ``F.softmax(logits, 1)`` ... ``Yb``; ``... dhpreact ...``) is
+   Exercise 2's or Exercise 3's answer, graded as a submission of that exercise.
+
+The answer's code is rewritten to our names (``w1`` -> ``W1``, ``dL_dlogits`` -> ``dlogits``) by
+splicing the learner's own text, so the grader's namespace runs it as it is; it keeps the
+learner's line numbers where it can, so an error "on line 7" is line 7 of the cell named in the
+step's ``where``.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..exercises import BACKPROP_NINJA, BATCHNORM_BACKWARD, CROSS_ENTROPY_BACKWARD, Exercise, Step
+from .lecture_code import Notebook, Stmt, lines_words, read_cells, segment
+from .lecture_names import Forward, Names, find_forwards, gradient_names, learner_names
+from .plain import BUILTINS
+from .submission import MAX_CELL_CHARS, Submission
+
+MAIN = BACKPROP_NINJA
+"""The exercise whose forward pass a lecture notebook holds (Exercise 1)."""
+
+ONE_GO: tuple[Exercise, ...] = (CROSS_ENTROPY_BACKWARD, BATCHNORM_BACKWARD)
+"""Exercises whose one step the lecture's notebook answers in one go after Exercise 1."""
+
+STUB = "raise NotImplementedError"
+"""The code of a step with no answer (the grader reads it as not implemented)."""
+
+MAX_TEMPORARY_STATEMENTS = 40
+"""Statements that temporaries may bring into one answer; past that, names stay unresolved."""
+
+SHAPE_ONLY = frozenset({"shape", "dtype", "device", "size", "ndim", "dim", "numel"})
+LIKE = frozenset({"ones_like", "zeros_like", "empty_like", "full_like", "rand_like", "randn_like"})
+PYTHON = frozenset(dir(builtins)) | BUILTINS
+
+
+@dataclass
+class Attempt:
+    """One try at a step: its statements, in file order."""
+
+    stmts: list[Stmt]
+
+    @property
+    def placeholder(self) -> bool:
+        """Only ``dx = None`` (the lecture's starter leaves these)."""
+        value = self.stmts[0].value if len(self.stmts) == 1 else None
+        return isinstance(value, ast.Constant) and value.value in (None, Ellipsis)
+
+
+@dataclass
+class Context:
+    """What the reader found in one notebook: its statements, forward passes, names, region."""
+
+    nb: Notebook
+    forwards: list[Forward]
+    names: Names
+    region: list[Stmt]
+    stops: list[Stmt]  # the statements that ended a region (parameters or batch drawn anew)
+
+
+def read_lecture(nb: Mapping[str, Any], path: Path) -> list[Submission] | None:
+    """The submissions of a notebook in the lecture's format: Exercise 1 always, Exercises 2 and
+    3 when the notebook answers them. None when the notebook holds no forward pass of the lecture
+    (it is not in the lecture's format)."""
+    code = read_cells(nb.get("cells") or [], MAX_CELL_CHARS)
+    forwards = find_forwards(code, MAIN)
+    if not forwards:
+        return None
+    names = learner_names(code, MAIN, forwards)
+    region, stops = _region(code, forwards, names)
+    names.gradients = gradient_names(code, MAIN, names, region, forwards[0].start)
+    _follow_gradients(names, region)
+    ctx = Context(code, forwards, names, region, stops)
+    main = Submission(path=path, exercise=MAIN, format="lecture")
+    extra: list[Submission] = []
+    claimed: dict[str, list[Attempt]] = {}
+    for other in ONE_GO:
+        step = other.steps[0]
+        mine = [a for a in _attempts(ctx, step.name) if _one_go(ctx, a, step)]
+        claimed[step.name] = mine
+        if mine:
+            sub = Submission(path=path, exercise=other, format="lecture")
+            _answer(ctx, sub, step, mine[-1])
+            extra.append(sub)
+    for step in MAIN.steps:
+        taken = {id(a.stmts[0]) for a in claimed.get(step.name, [])}
+        attempts = [a for a in _attempts(ctx, step.name) if id(a.stmts[0]) not in taken]
+        if attempts:
+            _answer(ctx, main, step, attempts[-1])
+        else:
+            main.answers[step.name] = STUB
+            main.problems[step.name] = _not_found(ctx, step, claimed.get(step.name, []))
+    return [main, *extra]
+
+
+# -- regions and attempts ---------------------------------------------------------------------
+
+
+def _region(nb: Notebook, forwards: list[Forward], names: Names) -> tuple[list[Stmt], list[Stmt]]:
+    """The statements after each forward pass, up to where the parameters or the batch are
+    drawn anew (or the next forward pass)."""
+    leaves = {*MAIN.parameters, *MAIN.data}
+    in_forward = {i for f in forwards for i in f.matched.values()}
+    region: list[Stmt] = []
+    stops: list[Stmt] = []
+    for k, f in enumerate(forwards):
+        stop = forwards[k + 1].start if k + 1 < len(forwards) else len(nb.stmts)
+        for s in nb.stmts[f.end + 1 : stop]:
+            if s.index in in_forward:
+                continue
+            if any(names.values.get(d, d) in leaves for d in s.defs):
+                stops.append(s)
+                break
+            region.append(s)
+    return region, stops
+
+
+def _follow_gradients(names: Names, region: list[Stmt]) -> None:
+    """Correct a gradient name by what its code does: a learner's ``da``, taken for the gradient
+    of their ``a`` (our ``h``), that is only ever computed from ``dh`` is the gradient one step
+    further down (``dhpreact``), when that one has no name of its own."""
+    for theirs, step in list(names.gradients.items()):
+        if theirs == step:
+            continue  # our own name means what it says
+        fresh = [s for s in region if theirs in s.defs and theirs not in s.reads]
+        other = names.theirs(step) - {theirs}
+        if not fresh or not all(s.reads & other for s in fresh):
+            continue
+        below = [t for t in MAIN.steps if step in t.upstream]
+        named = (
+            {n for s in region for n in s.defs} & names.theirs(below[0].name) if below else set()
+        )
+        if len(below) == 1 and not named:
+            names.gradients[theirs] = below[0].name
+
+
+def _attempts(ctx: Context, step_name: str) -> list[Attempt]:
+    """Every attempt at a step in the region, in order, placeholders left out."""
+    aliases = ctx.names.theirs(step_name)
+    out: list[Attempt] = []
+    for s in ctx.region:
+        if not (s.defs | s.mods) & aliases:
+            continue
+        value = s.value
+        if isinstance(value, ast.Name) and value.id in aliases and s.target in aliases:
+            continue  # dhpreact = dL_dhpreact: one gradient under two names
+        # built on only when it reads the very name it binds (x += ..., x = x + ...)
+        fresh = bool(s.defs & aliases) and not (s.reads & s.defs & aliases)
+        if fresh or not out:
+            out.append(Attempt([s]))
+        else:
+            out[-1].stmts.append(s)
+    return [a for a in out if not a.placeholder]
+
+
+def _one_go(ctx: Context, attempt: Attempt, step: Step) -> bool:
+    """An attempt at a step of Exercise 1 that answers the one-go exercise of that step instead:
+    it reads none of the gradients Exercise 1 gives the step, and reads the targets or some other
+    gradient (``.grad`` pasted in reads neither: it stays Exercise 1's, a slip)."""
+    stmts, _ = _with_temporaries(ctx, attempt)
+    read = {ctx.names.ours(n) or n for n in _free(stmts)}
+    steps = {s.name for s in MAIN.steps}
+    given = set(MAIN.step(step.name).upstream)
+    others = (read & steps) - given - {step.name}
+    return not read & given and (bool(others) or bool(read & set(MAIN.data) - {"Xb"}))
+
+
+# -- the answer's code ------------------------------------------------------------------------
+
+
+def _free(stmts: Sequence[Stmt]) -> dict[str, int]:
+    """Names the statements read before binding them, each with the index of the first
+    statement that reads it."""
+    bound: set[str] = set()
+    free: dict[str, int] = {}
+    for s in stmts:
+        for name in sorted(s.reads - bound):
+            free.setdefault(name, s.index)
+        bound |= s.defs | s.mods
+    return free
+
+
+def _provided(ctx: Context, name: str, ex: Exercise) -> bool:
+    """The grader's namespace has it (under our name), or it is Python's. In a one-go exercise
+    a gradient of Exercise 1 it is not given is the learner's own temporary (Exercise 2's
+    ``dlogprobs = ...; dlogits = dlogprobs + ...``), defined in the answer's own cell."""
+    ours = ctx.names.ours(name)
+    if ours is not None:
+        return ex is MAIN or ours not in MAIN.by_name or ours in ex.by_name or ours in _given(ex)
+    return name in ex.provided or name in MAIN.provided or name in PYTHON
+
+
+def _given(ex: Exercise) -> set[str]:
+    return {u for s in ex.steps for u in s.upstream}
+
+
+def _with_temporaries(
+    ctx: Context, attempt: Attempt, ex: Exercise = MAIN
+) -> tuple[list[Stmt], set[str]]:
+    """The attempt's statements and those defining the temporaries it reads (file order), and
+    the names nothing defines."""
+    included = {s.index: s for s in attempt.stmts}
+    home = attempt.stmts[-1].cell
+    missing: set[str] = set()
+    before_forward = ctx.forwards[0].start
+    todo = [(n, at) for n, at in _free(attempt.stmts).items() if not _provided(ctx, n, ex)]
+    seen: set[str] = set()
+    while todo:
+        name, at = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        chain = _definition(ctx.nb, name, at, before_forward)
+        if ctx.names.ours(name) is not None and any(s.cell != home for s in chain):
+            chain = []  # a gradient from elsewhere stays what it is: one the step is not given
+        if not chain or len(included) + len(chain) > MAX_TEMPORARY_STATEMENTS:
+            missing.add(name)
+            continue
+        for s in chain:
+            included[s.index] = s
+        todo += [(n, i) for n, i in _free(chain).items() if not _provided(ctx, n, ex)]
+    return [included[i] for i in sorted(included)], missing
+
+
+def _definition(nb: Notebook, name: str, before: int, forward_start: int) -> list[Stmt]:
+    """The statements that give ``name`` its value where statement ``before`` reads it: its last
+    fresh binding and whatever built on it since. Before the forward pass only definitions and
+    imports count (data loading is not an answer's)."""
+    chain: list[Stmt] = []
+    for s in reversed(nb.stmts[:before]):
+        if name in s.defs:
+            if s.index < forward_start and not _portable(s):
+                return []
+            return [s, *reversed(chain)]
+        if name in s.mods:
+            chain.append(s)
+    return []
+
+
+def _portable(s: Stmt) -> bool:
+    node = s.node
+    if isinstance(node, ast.FunctionDef | ast.Import | ast.ImportFrom):
+        return True
+    value = s.value
+    return isinstance(value, ast.Lambda | ast.Constant)
+
+
+def _renames(ctx: Context, stmts: Iterable[Stmt], step: Step, ex: Exercise) -> dict:
+    """``{(line, column): (end column, text)}`` for every name to rewrite in ``stmts``."""
+    given = {*step.upstream, step.name}
+    out: dict[tuple[int, int], tuple[int, str]] = {}
+    for s in stmts:
+        parents = {id(c): p for p in ast.walk(s.node) for c in ast.iter_child_nodes(p)}
+        local = _locals(s.node)
+        for node in (n for n in ast.walk(s.node) if isinstance(n, ast.Name)):
+            if id(node) in local:
+                continue
+            ours = ctx.names.ours(node.id)
+            if ours is None:
+                continue
+            if ours in ex.by_name or ours in MAIN.by_name:
+                other = ex.by_name.get(ours) or MAIN.by_name[ours]
+                if ours not in given and _shape_only(node, parents):
+                    ours = other.var  # torch.ones_like(dbndiff): the shape of bndiff
+            if ours != node.id and node.end_col_offset is not None:
+                out[(node.lineno, node.col_offset)] = (node.end_col_offset, ours)
+    return out
+
+
+def _shape_only(node: ast.Name, parents: Mapping[int, ast.AST]) -> bool:
+    parent = parents.get(id(node))
+    if isinstance(parent, ast.Attribute) and parent.attr in SHAPE_ONLY:
+        return True
+    if isinstance(parent, ast.Call) and parent.args and parent.args[0] is node:
+        func = parent.func
+        return isinstance(func, ast.Attribute) and func.attr in LIKE
+    return False
+
+
+def _locals(node: ast.AST) -> set[int]:
+    """Name nodes never renamed: a function's or a comprehension's own, and those inside
+    f-strings (whose positions older Pythons do not report)."""
+    out: set[int] = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.JoinedStr):
+            out |= {id(x) for x in ast.walk(n) if isinstance(x, ast.Name)}
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            args = n.args
+            every = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+            own = {a.arg for a in every if a is not None}
+            body = n.body if isinstance(n.body, list) else [n.body]
+            for b in body:
+                out |= {id(x) for x in ast.walk(b) if isinstance(x, ast.Name) and x.id in own}
+        elif isinstance(n, ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp):
+            own = {
+                x.id for g in n.generators for x in ast.walk(g.target) if isinstance(x, ast.Name)
+            }
+            out |= {id(x) for x in ast.walk(n) if isinstance(x, ast.Name) and x.id in own}
+    return out
+
+
+def _preamble(ctx: Context, stmts: Sequence[Stmt], ex: Exercise) -> list[str]:
+    """Exercise 1's forward lines that an answer to another exercise reads (``probs``,
+    ``bndiff``...) and that exercise's namespace does not hold, in forward order."""
+    if ex is MAIN:
+        return []
+    wanted = {ctx.names.ours(n) or n for n in _free(stmts)}
+    have = set(ex.provided)
+    needed: set[str] = set()
+    for line in reversed(MAIN.forward):
+        if line.var in wanted - have or line.var in needed:
+            needed.add(line.var)
+            wanted |= line.reads
+    return [line.source for line in MAIN.forward if line.var in needed - have]
+
+
+def _answer(ctx: Context, sub: Submission, step: Step, attempt: Attempt) -> None:
+    """Put the attempt's code, in our names, into the submission, with where it was found."""
+    stmts, _ = _with_temporaries(ctx, attempt, sub.exercise)
+    edits = _renames(ctx, stmts, step, sub.exercise)
+    lines = _preamble(ctx, stmts, sub.exercise)
+    home = attempt.stmts[-1].cell
+    for s in stmts:
+        if s.cell == home and len(lines) < s.lineno - 1:
+            lines += [""] * (s.lineno - 1 - len(lines))  # keep the cell's own line numbers
+        lines += segment(s, edits).split("\n")
+    sub.answers[step.name] = "\n".join(lines).rstrip() + "\n"
+    if len(sub.answers[step.name]) > MAX_CELL_CHARS:
+        sub.answers[step.name] = STUB
+        sub.problems[step.name] = "the answer found is too long to be graded"
+    sub.where[step.name] = lines_words(stmts)
+
+
+def _not_found(ctx: Context, step: Step, claimed: list[Attempt]) -> str:
+    """What was looked for, and where, for a step with no answer (a reason, in words)."""
+    forward = ctx.nb.stmts[ctx.forwards[0].end]
+    var_names = " or ".join(f"`{n}`" for n in sorted(ctx.names.theirs(step.var)))
+    said = " or ".join(f"`{g}`" for g in sorted(ctx.names.theirs(step.name)))
+    where = f"after the forward pass (cell {forward.cell})"
+    if ctx.stops:
+        where += f" and before cell {ctx.stops[0].cell}, where the parameters or batch are new"
+    text = (
+        f"looked for an assignment to {said}, or to a name that a `cmp` call compares with "
+        f"{var_names}, {where}, and found none"
+    )
+    if claimed:
+        ups = " or ".join(f"`{u}`" for u in step.upstream)
+        text += (
+            f" (the `{step.name}` in {lines_words(claimed[-1].stmts)} reads neither {ups}, so "
+            "it was graded as the answer to the exercise that computes it in one go)"
+        )
+    if ctx.nb.unparsed:
+        cells = ", ".join(f"cell {c} (line {ln})" for c, ln in sorted(ctx.nb.unparsed.items()))
+        text += f"; these cells are not valid Python and were skipped: {cells}"
+    return text
+
+
+__all__ = ["read_lecture"]

@@ -1,0 +1,406 @@
+"""The code of a notebook as a sequence of statements, with what each one binds, changes and reads.
+
+The lecture-format reader (:mod:`autograder.grading.lecture`) never runs a notebook: it parses
+every code cell with :mod:`ast` and follows the data flow. Here a notebook becomes a flat list of
+:class:`Stmt`, in file order, one per top-level statement (the body of a ``with`` block counts as
+top level: ``with torch.no_grad():`` changes nothing about what a line computes; a tuple
+assignment ``a, b = x, y`` counts as one statement per name). For each one:
+
+- ``defs``: names bound afresh (``x = ...``, a ``for`` target, ``def``, ``import``);
+- ``mods``: names changed in place or built on (``x += ...``, ``x[i] = ...``, ``x.index_add_(...)``,
+  ``x = x + ...``);
+- ``reads``: names read before the statement binds them (its free names).
+
+:func:`render` turns statements back into source with names rewritten (``w1`` -> ``W1``) by
+splicing the original text at each name's position: comments, spacing and line breaks inside a
+statement stay the learner's own.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+MAGIC_PREFIXES = ("%", "!", "?")
+"""IPython lines that are not Python (``%matplotlib inline``, ``!pip install``): blanked."""
+
+
+@dataclass(frozen=True)
+class Stmt:
+    """One statement of a notebook (see the module docstring)."""
+
+    index: int  # position in the notebook's flat sequence
+    cell: int  # the cell it is in, counted from 1 over all cells (as the kit's reports count)
+    node: ast.stmt
+    source: tuple[bytes, ...]  # the cell's lines, UTF-8 (ast's column offsets are in bytes)
+    defs: frozenset[str]
+    mods: frozenset[str]
+    reads: frozenset[str]
+    part: int | None = None  # for ``a, b = x, y``: which element this statement is
+
+    @property
+    def lineno(self) -> int:
+        return self.node.lineno
+
+    @property
+    def end_lineno(self) -> int:
+        return self.node.end_lineno or self.node.lineno
+
+    @property
+    def target(self) -> str | None:
+        """The name a plain ``name = value`` statement binds (or this part's name)."""
+        tgt = _single_target(self.node, self.part)
+        return tgt.id if isinstance(tgt, ast.Name) else None
+
+    @property
+    def value(self) -> ast.expr | None:
+        """The value of a plain assignment (or this part's value)."""
+        return _single_value(self.node, self.part)
+
+
+@dataclass
+class Notebook:
+    """A notebook's statements, and the cells that could not be read as Python."""
+
+    stmts: list[Stmt] = field(default_factory=list)
+    unparsed: dict[int, int] = field(default_factory=dict)  # cell -> line of its syntax error
+
+
+def cell_source(cell: Mapping[str, object]) -> str:
+    src = cell.get("source", "")
+    if isinstance(src, list):
+        return "".join(s for s in src if isinstance(s, str))
+    return src if isinstance(src, str) else ""
+
+
+def without_magics(text: str) -> str:
+    """The cell's text with IPython-only lines blanked (line numbers are kept)."""
+    return "\n".join(
+        "" if line.lstrip().startswith(MAGIC_PREFIXES) else line for line in text.split("\n")
+    )
+
+
+def read_cells(cells: Iterable[Mapping[str, object]], max_chars: int = 100_000) -> Notebook:
+    """Every code cell's statements, in file order."""
+    out = Notebook()
+    for number, cell in enumerate(cells, start=1):
+        if cell.get("cell_type") != "code":
+            continue
+        text = without_magics(cell_source(cell))
+        if not text.strip() or len(text) > max_chars:
+            continue
+        try:
+            tree = ast.parse(text)
+        except SyntaxError as e:
+            out.unparsed[number] = e.lineno or 1
+            continue
+        except (ValueError, RecursionError, MemoryError):
+            out.unparsed[number] = 1
+            continue
+        lines = tuple(line.encode() for line in text.split("\n"))
+        for node, part in _flatten(tree.body):
+            defs, mods, reads = analyse(node, part)
+            out.stmts.append(Stmt(len(out.stmts), number, node, lines, defs, mods, reads, part))
+    return out
+
+
+def _flatten(body: list[ast.stmt]) -> Iterator[tuple[ast.stmt, int | None]]:
+    for node in body:
+        if isinstance(node, ast.With):
+            yield from _flatten(node.body)
+        elif _parts(node):
+            for i in range(_parts(node)):
+                yield node, i
+        else:
+            yield node, None
+
+
+def _parts(node: ast.stmt) -> int:
+    """How many names ``a, b = x, y`` binds (0 for any other statement)."""
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        t, v = node.targets[0], node.value
+        if (
+            isinstance(t, ast.Tuple | ast.List)
+            and isinstance(v, ast.Tuple | ast.List)
+            and len(t.elts) == len(v.elts) > 1
+            and all(isinstance(e, ast.Name) for e in t.elts)
+        ):
+            return len(t.elts)
+    return 0
+
+
+def _single_target(node: ast.stmt, part: int | None) -> ast.expr | None:
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        t = node.targets[0]
+        if part is not None and isinstance(t, ast.Tuple | ast.List):
+            return t.elts[part]
+        return t
+    if isinstance(node, ast.AnnAssign) and node.value is not None:
+        return node.target
+    return None
+
+
+def _single_value(node: ast.stmt, part: int | None) -> ast.expr | None:
+    if isinstance(node, ast.Assign):
+        if part is not None and isinstance(node.value, ast.Tuple | ast.List):
+            return node.value.elts[part]
+        return node.value
+    if isinstance(node, ast.AnnAssign):
+        return node.value
+    return None
+
+
+# -- what a statement binds, changes and reads ------------------------------------------------
+
+
+def base_name(node: ast.expr) -> str | None:
+    """``x`` for ``x``, ``x[i]``, ``x.data``, ``x[i][j]``."""
+    while isinstance(node, ast.Subscript | ast.Attribute | ast.Starred):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def loads(node: ast.AST, bound: frozenset[str] | set[str] = frozenset()) -> set[str]:
+    """Names an expression (or statement) reads that it does not bind itself, ``bound`` aside.
+    Comprehension targets, lambda and function parameters are local to them."""
+    out: set[str] = set()
+    _loads(node, set(bound), out)
+    return out
+
+
+def _loads(node: ast.AST, bound: set[str], out: set[str]) -> None:
+    if isinstance(node, ast.Name):
+        if isinstance(node.ctx, ast.Load) and node.id not in bound:
+            out.add(node.id)
+        return
+    if isinstance(node, ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp):
+        inner = set(bound)
+        for gen in node.generators:
+            _loads(gen.iter, inner, out)
+            inner |= {n.id for n in ast.walk(gen.target) if isinstance(n, ast.Name)}
+            for cond in gen.ifs:
+                _loads(cond, inner, out)
+        elts = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
+        for e in elts:
+            _loads(e, inner, out)
+        return
+    if isinstance(node, ast.Lambda):
+        for d in [*node.args.defaults, *node.args.kw_defaults]:
+            if d is not None:
+                _loads(d, bound, out)
+        _loads(node.body, bound | _arg_names(node.args), out)
+        return
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        for d in [*node.args.defaults, *node.args.kw_defaults, *node.decorator_list]:
+            if d is not None:
+                _loads(d, bound, out)
+        local = bound | _arg_names(node.args) | _stores(node.body)
+        for stmt in node.body:
+            _loads(stmt, local, out)
+        return
+    for child in ast.iter_child_nodes(node):
+        _loads(child, bound, out)
+
+
+def _arg_names(args: ast.arguments) -> set[str]:
+    every = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+    return {a.arg for a in every if a is not None}
+
+
+def _stores(body: Iterable[ast.stmt]) -> set[str]:
+    """Names a function body binds (its locals)."""
+    out: set[str] = set()
+    for stmt in body:
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                out.add(n.id)
+    return out
+
+
+def analyse(node: ast.stmt, part: int | None = None) -> tuple[frozenset[str], ...]:
+    """``(defs, mods, reads)`` of one statement (see the module docstring)."""
+    defs: set[str] = set()
+    mods: set[str] = set()
+    reads: set[str] = set()
+    _statement(node, part, set(), defs, mods, reads)
+    return frozenset(defs), frozenset(mods), frozenset(reads)
+
+
+def _bind_target(target: ast.expr, fresh: set[str], mods: set[str]) -> None:
+    if isinstance(target, ast.Name):
+        fresh.add(target.id)
+    elif isinstance(target, ast.Tuple | ast.List):
+        for e in target.elts:
+            _bind_target(e, fresh, mods)
+    elif isinstance(target, ast.Starred):
+        _bind_target(target.value, fresh, mods)
+    else:  # x[i] = ..., x.data = ...: x is changed, not bound
+        name = base_name(target)
+        if name is not None:
+            mods.add(name)
+
+
+def _statement(
+    node: ast.stmt,
+    part: int | None,
+    bound: set[str],
+    defs: set[str],
+    mods: set[str],
+    reads: set[str],
+) -> None:
+    """Accumulate one statement's effects; ``bound`` holds names bound earlier in the block."""
+    if isinstance(node, ast.Assign | ast.AnnAssign):
+        value = _single_value(node, part)
+        if value is None:
+            return
+        reads |= loads(value, bound)
+        fresh: set[str] = set()
+        targets = (
+            [_single_target(node, part)]
+            if part is not None or isinstance(node, ast.AnnAssign)
+            else node.targets
+        )
+        for t in targets:
+            if t is None:
+                continue
+            reads |= loads(t, bound)  # the base of x[i] = ... is read too
+            _bind_target(t, fresh, mods)
+        selfref = fresh & loads(value)  # x = x + ...: built on, not afresh
+        mods |= selfref
+        defs |= fresh - selfref
+        bound |= fresh
+    elif isinstance(node, ast.AugAssign):
+        reads |= loads(node.value, bound) | loads(node.target, bound)
+        name = base_name(node.target)
+        if name is not None:
+            if isinstance(node.target, ast.Name) and name not in bound:
+                reads.add(name)
+            mods.add(name)
+    elif isinstance(node, ast.Expr):
+        reads |= loads(node.value, bound)
+        call = node.value
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute):
+            attr = call.func.attr
+            if attr.endswith("_") and not attr.startswith("_"):  # x.index_add_(...), x.zero_()
+                name = base_name(call.func.value)
+                if name is not None:
+                    mods.add(name)
+    elif isinstance(node, ast.For | ast.AsyncFor):
+        reads |= loads(node.iter, bound)
+        inner = set(bound)
+        loop: set[str] = set()
+        _bind_target(node.target, loop, mods)
+        inner |= loop
+        _block([*node.body, *node.orelse], inner, defs, mods, reads)
+        defs |= loop
+    elif isinstance(node, ast.While | ast.If):
+        reads |= loads(node.test, bound)
+        _block([*node.body, *node.orelse], set(bound), defs, mods, reads)
+    elif isinstance(node, ast.With | ast.AsyncWith):
+        for item in node.items:
+            reads |= loads(item.context_expr, bound)
+            if item.optional_vars is not None:
+                _bind_target(item.optional_vars, defs, mods)
+        _block(node.body, set(bound) | defs, defs, mods, reads)
+    elif isinstance(node, ast.Try):
+        blocks = [node.body, *(h.body for h in node.handlers), node.orelse, node.finalbody]
+        for b in blocks:
+            _block(b, set(bound), defs, mods, reads)
+    elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        reads |= loads(node, bound) if not isinstance(node, ast.ClassDef) else set()
+        defs.add(node.name)
+    elif isinstance(node, ast.Import | ast.ImportFrom):
+        for alias in node.names:
+            defs.add((alias.asname or alias.name).split(".")[0])
+    elif isinstance(node, ast.Delete):
+        for t in node.targets:
+            name = base_name(t)
+            if name is not None:
+                mods.add(name)
+    else:
+        reads |= loads(node, bound)
+
+
+def _block(
+    body: list[ast.stmt], bound: set[str], defs: set[str], mods: set[str], reads: set[str]
+) -> None:
+    """A block's statements in order: what one binds, the next does not read from outside."""
+    for stmt in body:
+        d: set[str] = set()
+        m: set[str] = set()
+        r: set[str] = set()
+        _statement(stmt, None, bound, d, m, r)
+        reads |= r - bound
+        bound |= d | m
+        defs |= d - mods
+        mods |= m
+
+
+# -- back to source -------------------------------------------------------------------------
+
+
+def segment(stmt: Stmt, replace: Mapping[tuple[int, int], tuple[int, str]]) -> str:
+    """The statement's own text (its part, for a split tuple assignment), each name at
+    ``(line, column)`` in ``replace`` swapped for its ``(end column, text)``; continuation lines
+    are dedented by the statement's own indentation."""
+    if stmt.part is not None:
+        target, value = _single_target(stmt.node, stmt.part), stmt.value
+        assert target is not None and value is not None  # a part is always a plain assignment
+        return f"{_slice(stmt, target, replace)} = {_slice(stmt, value, replace)}"
+    return _slice(stmt, stmt.node, replace)
+
+
+def _slice(stmt: Stmt, node: ast.AST, replace: Mapping[tuple[int, int], tuple[int, str]]) -> str:
+    first, last = node.lineno, node.end_lineno or node.lineno  # type: ignore[attr-defined]
+    start, end = node.col_offset, node.end_col_offset  # type: ignore[attr-defined]
+    indent = stmt.node.col_offset
+    out: list[str] = []
+    for number in range(first, last + 1):
+        raw = stmt.source[number - 1]
+        lo = start if number == first else 0
+        hi = end if number == last and end is not None else len(raw)
+        edits = sorted(
+            (
+                (col, end_col, text)
+                for (ln, col), (end_col, text) in replace.items()
+                if ln == number
+            ),
+            reverse=True,
+        )
+        for col, end_col, text in edits:
+            if lo <= col and end_col <= hi:
+                raw = raw[:col] + text.encode() + raw[end_col:]
+                hi += len(text.encode()) - (end_col - col)
+        piece = raw[lo:hi].decode(errors="replace")
+        if number != first and indent and piece[:indent].strip() == "":
+            piece = piece[indent:]
+        out.append(piece)
+    return "\n".join(out)
+
+
+def name_positions(node: ast.AST) -> Iterator[ast.Name]:
+    """Every name node in a statement."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name):
+            yield n
+
+
+def lines_words(stmts: Iterable[Stmt]) -> str:
+    """Where statements are, in a reader's words: ``cell 12, lines 3-5, 9; cell 14, line 2``."""
+    by_cell: dict[int, set[int]] = {}
+    for s in stmts:
+        by_cell.setdefault(s.cell, set()).update(range(s.lineno, s.end_lineno + 1))
+    parts = []
+    for cell in sorted(by_cell):
+        numbers = sorted(by_cell[cell])
+        runs: list[list[int]] = []
+        for n in numbers:
+            if runs and n == runs[-1][-1] + 1:
+                runs[-1].append(n)
+            else:
+                runs.append([n])
+        text = ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
+        word = "line" if len(numbers) == 1 else "lines"
+        parts.append(f"cell {cell}, {word} {text}")
+    return "; ".join(parts)

@@ -1,0 +1,158 @@
+"""Notebooks in the lecture's own format: found, read by data flow and graded like the kit's.
+
+The corpus (:mod:`tests.lecture_notebooks`) is graded in one batch by the session's grader;
+each step must get its expected verdict, and each notebook only the exercises it answers.
+The reader's parts (names, attempts, temporaries, where) are checked on their own too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from autograder.exercises import BACKPROP_NINJA
+from autograder.grading.engine import Grader
+from autograder.grading.lecture import read_lecture
+from autograder.grading.results import SubmissionResult
+from autograder.grading.submission import load_submission, load_submissions
+
+from .lecture_notebooks import (
+    CASES,
+    CE,
+    EX1,
+    LectureCase,
+    answer,
+    code,
+    exercise1,
+    exercise2,
+    forward,
+    setup,
+)
+from .notebooks import make_notebook
+
+BY_NAME = {c.name: c for c in CASES}
+
+
+@pytest.fixture(scope="module")
+def corpus(grader: Grader, tmp_path_factory: pytest.TempPathFactory) -> dict[str, list]:
+    """Every notebook of the corpus graded at once: name -> its results, in yield order."""
+    folder = tmp_path_factory.mktemp("lecture")
+    paths = {c.write(folder): c.name for c in CASES}
+    out: dict[str, list[SubmissionResult]] = {name: [] for name in paths.values()}
+    for result in grader.grade_paths(list(paths)):
+        out[paths[Path(result.path)]].append(result)
+    return out
+
+
+def test_the_corpus_covers_at_least_fifteen_structures() -> None:
+    assert len(CASES) >= 15
+    assert len({c.name for c in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_each_notebook_is_graded_as_the_exercises_it_answers(
+    case: LectureCase, corpus: dict[str, list[SubmissionResult]]
+) -> None:
+    results = corpus[case.name]
+    assert [r.exercise for r in results] == list(case.exercises)
+    assert all(r.format == "lecture" for r in results)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_each_step_gets_its_expected_verdict(
+    case: LectureCase, corpus: dict[str, list[SubmissionResult]]
+) -> None:
+    wrong = []
+    for result in corpus[case.name]:
+        for s in result.steps:
+            want = case.expected(result.exercise, s.step)
+            got = "pass" if s.passed else (s.diagnoses[0].code if s.diagnoses else "?")
+            if got != want:
+                why = s.diagnoses[0].message if s.diagnoses else ""
+                wrong.append(f"{result.exercise}:{s.step}: {got}, expected {want} ({why})")
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.where], ids=lambda c: c.name)
+def test_each_answer_says_where_it_was_found(
+    case: LectureCase, corpus: dict[str, list[SubmissionResult]]
+) -> None:
+    main = corpus[case.name][0]
+    for step, where in case.where.items():
+        assert main.step(step).where == where
+
+
+def test_a_step_with_no_answer_says_what_was_looked_for(
+    corpus: dict[str, list[SubmissionResult]],
+) -> None:
+    main = corpus["unfinished"][0]
+    missing = main.step("dbnvar")
+    assert missing.where is None
+    [d] = missing.diagnoses
+    assert d.code == "not-implemented"
+    assert "`dbnvar`" in d.message and "cmp" in d.message and "cell 7" in d.message
+    assert "not valid Python" in d.message and "cell 10" in d.message
+    fast = corpus["only_the_fast_dlogits"][0].step("dlogits").diagnoses[0].message
+    assert "in one go" in fast
+
+
+def test_slips_are_explained_in_words(corpus: dict[str, list[SubmissionResult]]) -> None:
+    main = corpus["more_slips"][0]
+    dbndiff2 = main.step("dbndiff2").diagnoses[0].message
+    assert "the shape of `bnvar`" in dbndiff2 and "summed `bndiff2`" in dbndiff2
+    given = corpus["gradients_not_given"][0]
+    assert "graded on its own" in given.step("dcounts_sum").diagnoses[0].message
+    assert "`Xtr` is not one of the names" in given.step("dC").diagnoses[0].message
+
+
+def test_renamed_names_are_rewritten_to_the_exercise_s(tmp_path: Path) -> None:
+    case = BY_NAME["renamed_tensors"]
+    [main, fast] = load_submissions(case.write(tmp_path))
+    assert main.format == "lecture"
+    assert "dbndiff2 = " in main.answers["dbndiff2"] and "bndiffsq" not in main.answers["dbndiff2"]
+    assert "W2.T" in main.answers["dh"] and "w2" not in main.answers["dh"]
+    assert "range(n), Yb]" in main.answers["dlogprobs"]
+    assert "range(n), Yb]" in fast.answers["dlogits"]
+    grads = load_submission(BY_NAME["renamed_gradients"].write(tmp_path))
+    assert grads.answers["dembcat"].strip() == "dembcat = dhprebn @ W1.T"
+
+
+def test_an_error_line_is_the_line_of_the_learner_s_cell(tmp_path: Path) -> None:
+    [main, *_] = load_submissions(BY_NAME["split_two_paths"].write(tmp_path))
+    lines = main.answers["dcounts"].splitlines()
+    assert lines[4].startswith("dcounts = ") and lines[6].startswith("dcounts += ")
+
+
+def test_kit_notebooks_and_other_notebooks_keep_their_reader(tmp_path: Path) -> None:
+    kit = load_submissions(make_notebook(tmp_path / "kit.ipynb"))
+    assert [s.format for s in kit] == ["kit"]
+    nb = {"cells": [code("print('hello')")], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    assert read_lecture(nb, tmp_path / "other.ipynb") is None
+    partial = {"cells": [code(forward().split("# BatchNorm")[0])], "nbformat": 4}
+    assert read_lecture(partial, tmp_path / "partial.ipynb") is None
+
+
+def test_exercise_4_s_loop_is_not_read_as_exercise_1(tmp_path: Path) -> None:
+    [main, *_] = load_submissions(BY_NAME["split_two_paths"].write(tmp_path))
+    assert main.answers["dh"].strip() == "dh = dlogits @ W2.T"
+
+
+def test_a_lecture_notebook_with_no_exercise_1_answers_gets_26_reasons(tmp_path: Path) -> None:
+    case = LectureCase("empty", "", [*setup(), code("# YOUR CODE HERE :)")], exercises=())
+    [main] = load_submissions(case.write(tmp_path))
+    assert main.exercise is EX1 and set(main.problems) == {s.name for s in EX1.steps}
+    assert all(a == "raise NotImplementedError" for a in main.answers.values())
+
+
+def test_the_two_parts_of_a_split_answer_run_together(tmp_path: Path) -> None:
+    cells = [*setup(), code(exercise1(skip=["dcounts"])), code(answer("dcounts"))]
+    case = LectureCase("late", "", cells)
+    main = load_submission(case.write(tmp_path))
+    assert main.answers["dcounts"].strip() == answer("dcounts")
+
+
+def test_exercise_2_alone_is_its_own_submission(tmp_path: Path) -> None:
+    case = LectureCase("ex2", "", [*setup(), *exercise2()])
+    subs = load_submissions(case.write(tmp_path))
+    assert [s.exercise.id for s in subs] == [BACKPROP_NINJA.id, CE]
