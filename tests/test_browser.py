@@ -18,7 +18,7 @@ from PIL import Image, ImageStat
 
 from autograder.reports import report
 
-from .test_report import mixed_run
+from .test_report import mixed_exercises_run, mixed_run, untouched_result
 
 CHROMIUM = Path("/usr/bin/chromium")
 FLAGS = [
@@ -51,9 +51,14 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     run = mixed_run()
     report.write_report(run, out / "report.html", out / "students")
     bob = run.submissions[1].path  # failing dC (with the row strip) and dcounts
+    untouched = untouched_result("submitted/dan/backprop_ninja.ipynb")
+    (out / "untouched.html").write_text(report.render_feedback(untouched, run.seed))
+    report.write_report(mixed_exercises_run(), out / "mixed.html")
     return {
         "report": out / "report.html",
         "feedback": out / "students" / report.feedback_filename(bob),
+        "untouched": out / "untouched.html",
+        "mixed": out / "mixed.html",
     }
 
 
@@ -135,7 +140,7 @@ def test_clicking_a_header_sorts_the_table(browser: Any, pages: dict[str, Path])
     def scores() -> list[float]:
         return [float(s) for s in table.locator("tbody tr td:nth-child(2)").all_inner_texts()]
 
-    assert scores() == [26, 24, 0, 24]  # the run's order
+    assert scores() == [26, 24, 24, 0]  # by score, then path
     table.locator("thead th", has_text="score").click()
     assert scores() == [0, 24, 24, 26]
     table.locator("thead th", has_text="score").click()
@@ -152,3 +157,23 @@ def test_feedback_page_opens_offline_and_draws_the_graph_and_row_strip(
     visit = _Visit(browser, pages["feedback"])
     _assert_drawn(visit, "feedback", figures=2)
     assert visit.page.locator("article.step").count() == 2
+
+
+def test_an_untouched_notebooks_feedback_is_one_screen_of_graph_and_one_line(
+    browser: Any, pages: dict[str, Path]
+) -> None:
+    visit = _Visit(browser, pages["untouched"])
+    assert visit.images_drawn() == 1 and visit.errors == []
+    assert visit.page.locator("article.step").count() == 0
+    height = visit.page.evaluate("document.documentElement.scrollHeight")
+    assert height < 1600, height  # the graph's height, not 26 cards
+    assert visit.page.locator("p.unstarted").count() == 1
+
+
+def test_a_report_of_every_exercise_draws_a_section_each(
+    browser: Any, pages: dict[str, Path]
+) -> None:
+    visit = _Visit(browser, pages["mixed"])
+    _assert_drawn(visit, "mixed", figures=10)
+    assert visit.page.locator("section").count() == 4
+    assert visit.page.locator("table.students").count() == 4

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from autograder.cli import main as cli_main
-from autograder.exercises import DEFAULT
+from autograder.cli.grade import batch_table
+from autograder.exercises import DEFAULT, EXERCISES, Exercise
 from autograder.grading.results import (
     CaseResult,
     Diagnosis,
@@ -38,6 +39,7 @@ MISSING = Diagnosis(
     "dcounts has only the path through probs; add the path through counts_sum with `+=`.",
 )
 QUOTING = Diagnosis("error", "Your code raised NameError: name '<img src=x onerror=alert(2)>'.")
+UNSTARTED = Diagnosis("not-implemented", "not implemented yet: replace the raise with your code.")
 
 
 def _step(
@@ -284,3 +286,185 @@ def test_report_command_explains_an_unreadable_results_file(
     assert report.report_command(args) == 1
     assert "grade --json" in capsys.readouterr().err
     assert not (tmp_path / "r.html").exists()
+
+
+# --- steps not started, what failed, runs of several exercises ---------------------------------
+
+
+def untouched_result(path: str, ex: Exercise = DEFAULT) -> SubmissionResult:
+    steps = [
+        StepResult(
+            step=s.name,
+            passed=False,
+            score=0.0,
+            max_score=s.points,
+            maxdiff=None,
+            exact=None,
+            shape=None,
+            expected_shape=[1],
+            dtype=None,
+            diagnoses=[UNSTARTED],
+            cases=[CaseResult(c.name, False, None, None, "not-implemented") for c in ex.cases],
+        )
+        for s in ex.steps
+    ]
+    return SubmissionResult(path, 0.0, ex.total_points, None, steps, exercise=ex.id)
+
+
+def _answered(path: str, ex: Exercise, fails: dict[str, StepResult]) -> SubmissionResult:
+    steps = [
+        fails.get(s.name)
+        or StepResult(s.name, True, s.points, s.points, 0.0, True, [3], [3], "float32")
+        for s in ex.steps
+    ]
+    return SubmissionResult(
+        path, sum(s.score for s in steps), ex.total_points, None, steps, exercise=ex.id
+    )
+
+
+def test_an_untouched_notebook_gives_one_line_not_a_card_per_step() -> None:
+    page = report.render_feedback(untouched_result("class/cy.ipynb"), seed=3)
+    assert '<article class="step"' not in page and "Steps to fix" not in page
+    assert page.count("Not started yet") == 1
+    assert "26 of 26 steps still hold the cell as released" in page
+    assert "dlogprobs, dprobs" in page and "not implemented yet" not in page
+    assert len(_svgs(_parse(page))) == 1  # the graph, all of it "not started"
+
+
+def test_a_step_right_on_the_lecture_case_says_which_configurations_failed_and_what_they_are() -> (
+    None
+):
+    shortcut = StepResult(
+        step="dlogit_maxes",
+        passed=False,
+        score=0.0,
+        max_score=1.0,
+        maxdiff=0.0,  # right where the true gradient is ~0
+        exact=True,
+        shape=[32, 1],
+        expected_shape=[32, 1],
+        dtype="float32",
+        diagnoses=[Diagnosis("upstream-shortcut", "right at the true gradient only")],
+        cases=[
+            CaseResult("lecture", True, 0.0, 1e-5, "ok"),
+            CaseResult("lecture-vjp", False, 0.75, 2e-5, "wrong-value"),
+            CaseResult("sizes-a", False, None, None, "shape-mismatch"),
+        ],
+    )
+    sub = _answered("class/dee.ipynb", DEFAULT, {"dlogit_maxes": shortcut})
+    page = report.render_feedback(sub, seed=3)
+    assert not re.search(r"largest difference 0(?![.\d])", page)
+    assert "largest difference 0.75" in page
+    vjp = next(c for c in DEFAULT.cases if c.name == "lecture-vjp")
+    assert f'<code title="{vjp.words}">lecture-vjp</code>: wrong values' in page.replace(
+        "&#x27;", "'"
+    )
+    assert "<code>lecture</code>" not in page.split("What failed")[1].split("</ul>")[0]
+    assert "sizes-a</code>: wrong shape" in page
+    assert "The hidden configurations" in page  # the legend, every configuration in words
+
+
+def test_a_wrong_shape_is_shown_got_against_expected() -> None:
+    bad = StepResult(
+        "dbnmeani", False, 0.0, 1.0, None, None, [64], [1, 64], "float32",
+        [Diagnosis("shape-mismatch", "the sum dropped a dimension")],
+        [CaseResult(c.name, False, None, None, "shape-mismatch") for c in DEFAULT.cases],
+    )  # fmt: skip
+    page = report.render_feedback(_answered("x.ipynb", DEFAULT, {"dbnmeani": bad}))
+    assert "your shape (64,), expected (1, 64)" in page
+    assert f"every configuration ({len(DEFAULT.cases)}): wrong shape" in page
+
+
+def mixed_exercises_run() -> RunResult:
+    """Every exercise of the kit in one run, right, wrong and untouched."""
+    ce, bn, mt = (EXERCISES[i] for i in ("cross_entropy_backward", "batchnorm_backward",
+                                         "manual_training"))  # fmt: skip
+    wrong = StepResult(
+        "dlogits", False, 0.0, 1.0, 0.3, False, [32, 27], [32, 27], "float32",
+        [Diagnosis("wrong-value", "re-derive it")],
+        [CaseResult(c.name, False, 0.3, 1e-5, "wrong-value") for c in ce.cases],
+    )  # fmt: skip
+    update = StepResult(
+        "update", False, 0.0, 2.0, 1.0, None, [5], [5], "float32",
+        [Diagnosis("update-sign", "moves up the gradient")],
+        [CaseResult(c.name, False, 1.0, 1e-3, "wrong-value") for c in mt.cases],
+    )  # fmt: skip
+    run = mixed_run()
+    run.submissions += [
+        _answered("ex2/right.ipynb", ce, {}),
+        _answered("ex2/wrong.ipynb", ce, {"dlogits": wrong}),
+        untouched_result("ex3/untouched.ipynb", bn),
+        _answered("ex4/sign.ipynb", mt, {"update": update}),
+        untouched_result("ex4/untouched.ipynb", mt),
+    ]
+    return run
+
+
+def test_a_run_of_several_exercises_has_a_section_each_with_its_configurations_in_words() -> None:
+    page = report.render_report(mixed_exercises_run())
+    for ex in EXERCISES.values():
+        assert page.count(f'<section id="{ex.id}">') == 1
+        section = page.split(f'<section id="{ex.id}">')[1].split("</section>")[0]
+        assert ex.text.title in section
+        for case in ex.cases:  # the legend of the hidden configurations
+            assert html_text(case.words) in section, (ex.id, case.name)
+    p = _parse(page)
+    # Exercise 1 and 4: scores, pass rate per step, heatmap; 2 and 3: scores, failures per case
+    assert len(_svgs(p)) == 3 + 2 + 2 + 3
+    assert p.body_rows == 4 + 2 + 1 + 2
+
+
+def test_the_table_is_sorted_by_score_then_name_and_not_started_is_no_mistake() -> None:
+    page = report.render_report(mixed_run())
+    table = page.split('class="sortable students"')[1]
+    order = [table.index(report.escape(s.path)) for s in mixed_run().submissions]
+    alice, bob, carol, hostile = order
+    assert alice < hostile < bob < carol  # 26, 24 (path "<" sorts before "b"), 24, 0
+    run = mixed_run()
+    run.submissions.append(untouched_result("submitted/dan/backprop_ninja.ipynb"))
+    page = report.render_report(run)
+    diagnoses = page.split('class="sortable diagnoses"')[1].split("</table>")[0]
+    assert "not-implemented" not in diagnoses and "missing-branch" in diagnoses
+    assert "<dt>not started</dt><dd>1</dd>" in page
+
+
+def test_feedback_pages_of_every_exercise_draw_their_picture() -> None:
+    run = mixed_exercises_run()
+    by_path = {s.path: s for s in run.submissions}
+    one_step = report.render_feedback(by_path["ex2/wrong.ipynb"], seed=1)
+    assert not _svgs(_parse(one_step))  # one step: its verdict per configuration instead
+    cases = EXERCISES["cross_entropy_backward"].cases
+    assert one_step.count('<span class="badge fail">') == 1 + len(cases)  # the step, each case
+    assert '<article class="step"' in one_step
+    training = report.render_feedback(by_path["ex4/sign.ipynb"], seed=1)
+    assert len(_svgs(_parse(training))) == 1 and "short training run" in training
+    assert training.count('<article class="step"') == 1
+    untouched = report.render_feedback(by_path["ex4/untouched.ipynb"], seed=1)
+    assert "14 of 14 steps still hold the cell as released" in untouched
+
+
+def test_the_graph_of_a_training_exercise_has_a_box_for_the_update() -> None:
+    mt = EXERCISES["manual_training"]
+    status = tuple((s.name, "pass") for s in mt.steps)
+    with_update_failed = figures.backward_graph(mt.id, (*status[:-1], ("update", "fail")))
+    assert with_update_failed.count(figures.FAIL) > figures.backward_graph(mt.id, status).count(
+        figures.FAIL
+    )
+
+
+def test_the_batch_table_of_a_mixed_class_fits_80_columns() -> None:
+    from rich.console import Console
+
+    run = mixed_exercises_run()
+    run.submissions[2].error = "the file is not a Jupyter notebook " * 5
+    run.submissions.append(untouched_result("a/very/long/path/" * 6 + "backprop_ninja.ipynb"))
+    console = Console(width=80, record=True)
+    console.print(batch_table(run.submissions))
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "26 not started" in text and "dcounts, dC" in text
+
+
+def html_text(text: str) -> str:
+    """``text`` as the pages escape it."""
+    return report.escape(text)

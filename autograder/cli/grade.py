@@ -18,7 +18,7 @@ from ..exercises import EXERCISES
 from ..grading.results import RunResult, SubmissionResult, run_from_json, write_json
 from ..grading.submission import find_notebooks
 from ..integrations.gradescope import gradescope_json
-from ..reports.text import diagnoses_text
+from ..reports.text import diagnoses_text, step_state
 from ..sandbox.limits import Limits
 
 DETAILED_UP_TO = 3
@@ -60,17 +60,23 @@ def step_table(sub: SubmissionResult) -> Table:
 
 
 def batch_table(subs: list[SubmissionResult]) -> Table:
-    """Many submissions: a row each (sorted by score, then path), one mark per step."""
-    t = Table(title=f"{len(subs)} submissions", title_justify="left")
-    t.add_column("submission", overflow="fold", ratio=2)
+    """Many submissions: a row each (sorted by score, then path), one mark per step (✓ passed,
+    ✗ wrong, · not started), the wrong steps named; fits an 80-column terminal."""
+    t = Table(title=f"{len(subs)} submissions", title_justify="left", caption_justify="left")
+    t.add_column("submission", overflow="fold", ratio=3)
     t.add_column("score", no_wrap=True, justify="right")
-    t.add_column("steps", overflow="fold", ratio=2)
-    t.add_column("failed", overflow="fold", ratio=3)
+    t.add_column("steps ✓ ✗ ·", overflow="fold", ratio=2)
+    t.add_column("wrong", overflow="fold", ratio=3)
     for sub in sorted(subs, key=lambda s: (-s.score, s.path)):
-        marks = "".join("[green]✓[/]" if s.passed else "[red]✗[/]" for s in sub.steps) or "-"
-        failed = [s.step for s in sub.steps if not s.passed]
-        notes = sub.error or ", ".join(failed)
-        t.add_row(escape(sub.path), f"{sub.score:g}/{sub.max_score:g}", marks, escape(notes))
+        states = [step_state(s) for s in sub.steps]
+        marks = "".join(_MARKS[state] for state in states) or "-"
+        wrong = [s.step for s, state in zip(sub.steps, states, strict=True) if state == "wrong"]
+        notes = [_short(sub.error)] if sub.error else [", ".join(wrong)] if wrong else []
+        for state, words in (("unstarted", "not started"), ("missing", "cells missing")):
+            if states.count(state) and not sub.error:
+                notes.append(f"{states.count(state)} {words}")
+        notes_text = "; ".join(notes)
+        t.add_row(escape(sub.path), f"{sub.score:g}/{sub.max_score:g}", marks, escape(notes_text))
     if subs:
         lines = []
         for ex_id in dict.fromkeys(s.exercise for s in subs):
@@ -85,6 +91,20 @@ def batch_table(subs: list[SubmissionResult]) -> Table:
             lines.append(f"{ex_id}: passed per step: " + ", ".join(per_step))
         t.caption = "\n".join(lines)
     return t
+
+
+def _short(text: str, limit: int = 90) -> str:
+    """A long error cut for a table cell (the JSON and the reports keep it whole)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+_MARKS = {
+    "pass": "[green]✓[/]",
+    "wrong": "[red]✗[/]",
+    "unstarted": "[dim]·[/]",
+    "missing": "[dim]·[/]",
+}
+"""A step's mark in the batch table: passed, a mistake, not started (or no answer cell)."""
 
 
 def _resume(
@@ -163,7 +183,7 @@ def grade_command(args: argparse.Namespace) -> int:
 
     def flush() -> None:
         if args.json:
-            write_json(args.json, run.to_json())
+            write_json(args.json, run)
 
     try:
         with Progress(
@@ -183,10 +203,11 @@ def grade_command(args: argparse.Namespace) -> int:
                     flush()
                     last_flush = time.monotonic()
     finally:
+        run.submissions.sort(key=lambda s: s.path)  # the same file however the work was split
         flush()
         grader.close()
     if args.gradescope:
-        write_json(args.gradescope, gradescope_json(run.submissions[0]))
+        write_json(args.gradescope, gradescope_json(run.submissions[0], seed=grader.seed))
 
     if not args.quiet:
         if len(run.submissions) <= DETAILED_UP_TO:
@@ -196,8 +217,9 @@ def grade_command(args: argparse.Namespace) -> int:
             out.print(batch_table(run.submissions))
     total = sum(s.score for s in run.submissions)
     top = sum(s.max_score for s in run.submissions)
+    part = f" (part {run.shard}; join the parts with backprop-ninja merge)" if run.shard else ""
     out.print(
-        f"graded {len(run.submissions)} notebook(s): {total:g}/{top:g} points; "
+        f"graded {len(run.submissions)} notebook(s){part}: {total:g}/{top:g} points; "
         f"seed {grader.seed} (replay with --seed {grader.seed})"
     )
     sys.stdout.flush()

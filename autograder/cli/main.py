@@ -55,6 +55,50 @@ def _parser() -> argparse.ArgumentParser:
     )
     g.add_argument("--quiet", action="store_true", help="no table, only the summary line")
 
+    m = sub.add_parser(
+        "merge",
+        help="join the --json files of a class graded in parts (--shard K/N) into one",
+    )
+    m.add_argument("parts", nargs="+", type=Path, metavar="PART.json")
+    m.add_argument("-o", "--output", type=Path, required=True, metavar="FILE")
+    m.add_argument(
+        "--partial",
+        action="store_true",
+        help="merge even if some parts K/N are missing (the result then lacks their notebooks)",
+    )
+
+    gs = sub.add_parser(
+        "gradescope-autograder",
+        help="write Gradescope's autograder zip (setup.sh, run_autograder, the kit as a wheel)",
+    )
+    gs.add_argument("-o", "--output", type=Path, default=Path("autograder.zip"), metavar="ZIP")
+    gs.add_argument(
+        "--assignment",
+        metavar="ID",
+        help="grade every submission as this exercise (default: each notebook's own)",
+    )
+    gs.add_argument(
+        "--seed",
+        type=int,
+        help="seed of the hidden configurations for every submission (default: drawn now)",
+    )
+    gs.add_argument(
+        "--visibility",
+        default="visible",
+        choices=["visible", "after_due_date", "after_published", "hidden"],
+        help="when students see the tests' results (default visible)",
+    )
+    gs.add_argument(
+        "--sandbox",
+        default="fallback",
+        choices=["fallback", "required", "none"],
+        help="fallback (default): confine answers, and where Gradescope's container allows no "
+        "sandbox run them unconfined as an unprivileged user; required: refuse to grade "
+        "without a sandbox; none: never confine (see README, Gradescope)",
+    )
+    gs.add_argument("--timeout", type=float, default=10.0, help="seconds per step (default 10)")
+    gs.add_argument("--budget", type=float, default=60.0, help="seconds per notebook (default 60)")
+
     d = sub.add_parser("data", help="download names.txt and verify its SHA-256")
     d.add_argument(
         "--path",
@@ -85,6 +129,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .grade import grade_command
 
             return grade_command(args)
+        if args.command == "merge":
+            from .merge import merge_command
+
+            return merge_command(args)
+        if args.command == "gradescope-autograder":
+            from ..integrations.gradescope_bundle import bundle_command
+
+            return bundle_command(args)
         if args.command == "data":
             from ..dataset.names import data_command
 

@@ -27,7 +27,9 @@ PASS = "#2e7d32"
 FAIL = "#c62828"
 """Colour of a failed step."""
 UNGRADED = "#9e9e9e"
-"""Colour of a step that was not graded (the notebook could not be read, the cell is missing)."""
+"""Colour of a step that was not graded (the notebook could not be read)."""
+UNSTARTED = "#cfd8dc"
+"""Colour of a step not started (its cell as released, or no answer cell): not a mistake."""
 ROOT_COLOUR = "#1565c0"
 """Colour of the loss, where the backward pass starts."""
 
@@ -63,7 +65,7 @@ def score_histogram(scores: Sequence[float], max_score: float) -> str:
         top = max(round(max_score), 1)
         bins = [b - 0.5 for b in range(top + 2)]
         clipped = [min(max(s, 0.0), float(top)) for s in scores]
-        ax.hist(clipped, bins=bins, color=ROOT_COLOUR, edgecolor="white")
+        ax.hist(clipped, bins=bins, color=ROOT_COLOUR, edgecolor="white", rwidth=0.85)
         if scores:
             mean = sum(scores) / len(scores)
             ax.axvline(mean, color="#333333", linestyle="--", linewidth=1)
@@ -79,16 +81,23 @@ def score_histogram(scores: Sequence[float], max_score: float) -> str:
             )
         ax.set_xlim(-0.5, top + 0.5)
         ax.set_xlabel(f"score (out of {max_score:g})")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel("submissions")
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         return _svg(fig)
 
 
-def pass_rates(names: Sequence[str], counts: Mapping[str, tuple[int, int, int]]) -> str:
-    """Horizontal stacked bars, one per step in the exercise's (backward) order, top to bottom:
-    the share of submissions that passed, failed, or were not graded on that step.
+STATES = (("passed", PASS), ("wrong", FAIL), ("not started", UNSTARTED), ("not graded", UNGRADED))
+"""The four outcomes of a step in the class figures, in the order of ``pass_rates``' counts."""
 
-    ``counts[step] = (passed, failed, not_graded)``.
+
+def pass_rates(names: Sequence[str], counts: Mapping[str, tuple[int, int, int, int]]) -> str:
+    """Horizontal stacked bars, one per step in the exercise's (backward) order, top to bottom:
+    the share of submissions that passed, answered wrongly, had not started (the cell as
+    released) or were not graded (the notebook could not be read) on that step; at the right,
+    the pass rate among the answers given.
+
+    ``counts[step] = (passed, wrong, not_started, not_graded)``.
     """
     names = list(names)
     with _style():
@@ -96,56 +105,106 @@ def pass_rates(names: Sequence[str], counts: Mapping[str, tuple[int, int, int]])
         ax = fig.add_subplot()
         ys = range(len(names))
         left = [0.0] * len(names)
-        for i, (label, colour) in enumerate(
-            (("passed", PASS), ("failed", FAIL), ("not graded", UNGRADED))
-        ):
+        for i, (label, colour) in enumerate(STATES):
             widths = []
             for n in names:
-                c = counts.get(n, (0, 0, 0))
+                c = counts.get(n, (0, 0, 0, 0))
                 total = sum(c)
                 widths.append(100.0 * c[i] / total if total else 0.0)
             ax.barh(ys, widths, left=left, color=colour, label=label, height=0.75)
             left = [a + w for a, w in zip(left, widths, strict=True)]
         for y, n in zip(ys, names, strict=True):
-            p, f, _ = counts.get(n, (0, 0, 0))
+            p, f, _, _ = counts.get(n, (0, 0, 0, 0))
             rate = f"{100.0 * p / (p + f):.0f}%" if p + f else "–"
             ax.text(101, y, rate, va="center", fontsize=8)
         ax.set_yticks(list(ys), labels=names, fontfamily="monospace")
         ax.invert_yaxis()  # the first step of the exercise at the top
         ax.set_xlim(0, 100)
-        ax.set_xlabel("% of submissions (right: pass rate among graded)")
+        ax.set_xlabel("% of submissions (right: pass rate among the answers given)")
         ax.legend(
             loc="upper center",
-            bbox_to_anchor=(0.5, -0.6 / len(names) - 0.06),
-            ncol=3,
+            bbox_to_anchor=(0.5, -0.6 / len(names) - 0.06 - 0.2 / len(names)),
+            ncol=4,
             frameon=False,
         )
         return _svg(fig)
 
 
+def case_failures(cases: Sequence[str], counts: Mapping[str, int], total: int) -> str:
+    """Horizontal bars, one per hidden configuration: how many of ``total`` answers given
+    (submissions that tried the step) fail under it. For an exercise of one step, this says
+    more than a pass rate per step: which configurations the class's answers do not survive."""
+    cases = list(cases)
+    with _style():
+        fig = Figure(figsize=(6.4, 0.3 * len(cases) + 0.9))
+        ax = fig.add_subplot()
+        ys = range(len(cases))
+        values = [counts.get(c, 0) for c in cases]
+        ax.barh(ys, values, color=FAIL, height=0.7)
+        for y, v in zip(ys, values, strict=True):
+            ax.text(v + 0.05 * max(total, 1) / 5, y, f"{v}/{total}", va="center", fontsize=8)
+        ax.set_yticks(list(ys), labels=cases, fontfamily="monospace")
+        ax.invert_yaxis()
+        ax.set_xlim(0, max(total, 1) * 1.15)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("answers that fail under the configuration")
+        return _svg(fig)
+
+
 def diagnosis_heatmap(
-    names: Sequence[str], codes: Sequence[str], counts: Mapping[tuple[str, str], int]
+    names: Sequence[str],
+    codes: Sequence[str],
+    counts: Mapping[tuple[str, str], int],
+    unstarted: Mapping[str, int] | None = None,
 ) -> str:
     """Heatmap of how many submissions got each diagnosis code (rows) on each step (columns,
-    in the exercise's order); ``counts[(code, step)]``, empty cells left blank."""
+    in the exercise's order); ``counts[(code, step)]``, empty cells left blank. Steps not
+    started (``unstarted[step]``: the cell as released, or no answer cell) are no mistake: they
+    are a separate grey row below the mistakes, not a row of the heatmap."""
     names = list(names)
+    unstarted = {n: v for n, v in (unstarted or {}).items() if v}
     with _style():
-        fig = Figure(figsize=(9.0, 0.32 * max(len(codes), 1) + 1.6))
-        ax = fig.add_subplot()
-        if not codes:
+        rows = max(len(codes), 1) + (1.2 if unstarted else 0)
+        fig = Figure(figsize=(min(9.0, 3.0 + 0.3 * len(names)), 0.32 * rows + 1.6))
+        if not codes and not unstarted:
+            ax = fig.add_subplot()
             ax.text(0.5, 0.5, "no diagnoses: every graded step passed", ha="center", va="center")
             ax.set_axis_off()
             return _svg(fig)
-        grid = [[counts.get((c, n), 0) for n in names] for c in codes]
-        peak = max(max(row) for row in grid) or 1
-        masked = [[v if v else float("nan") for v in row] for row in grid]
-        im = ax.imshow(masked, cmap="Reds", vmin=0, vmax=peak, aspect="auto")
-        for i, row in enumerate(grid):
-            for j, v in enumerate(row):
-                if v:
-                    colour = "white" if v > 0.6 * peak else "black"
-                    ax.text(j, i, str(v), ha="center", va="center", fontsize=7, color=colour)
-        ax.set_xticks(
+        heights = ([len(codes)] if codes else []) + ([1] if unstarted else [])
+        axes = fig.subplots(
+            len(heights),
+            1,
+            sharex=True,
+            squeeze=False,
+            gridspec_kw={"height_ratios": heights, "hspace": 0.25},
+        )[:, 0]
+        bands = []  # (axes, row labels, grid, colour map, value drawn darkest)
+        if codes:
+            grid = [[counts.get((c, n), 0) for n in names] for c in codes]
+            bands.append((axes[0], list(codes), grid, "Reds", max(map(max, grid)) or 1))
+        if unstarted:
+            grid = [[unstarted.get(n, 0) for n in names]]
+            bands.append((axes[-1], ["not started"], grid, "Greys", 2 * max(grid[0])))
+        image = None
+        for ax, labels, grid, cmap, top in bands:
+            masked = [[v if v else float("nan") for v in row] for row in grid]
+            im = ax.imshow(masked, cmap=cmap, vmin=0, vmax=top, aspect="auto")
+            if cmap == "Reds":
+                image = im
+            for i, row in enumerate(grid):
+                for j, v in enumerate(row):
+                    if v:
+                        colour = "white" if v > 0.6 * top else "black"
+                        ax.text(j, i, str(v), ha="center", va="center", fontsize=7, color=colour)
+            ax.set_yticks(range(len(labels)), labels=labels, fontfamily="monospace")
+            ax.set_xticks([x - 0.5 for x in range(len(names) + 1)], minor=True)
+            ax.set_yticks([y - 0.5 for y in range(len(labels) + 1)], minor=True)
+            ax.grid(which="minor", color="#e0e0e0", linewidth=0.5)
+            ax.tick_params(which="minor", length=0)
+            for side in ("top", "right", "left", "bottom"):
+                ax.spines[side].set_visible(False)
+        axes[-1].set_xticks(
             range(len(names)),
             labels=names,
             rotation=60,
@@ -154,16 +213,10 @@ def diagnosis_heatmap(
             fontfamily="monospace",
             fontsize=8,
         )
-        ax.set_yticks(range(len(codes)), labels=list(codes), fontfamily="monospace")
-        ax.set_xticks([x - 0.5 for x in range(len(names) + 1)], minor=True)
-        ax.set_yticks([y - 0.5 for y in range(len(codes) + 1)], minor=True)
-        ax.grid(which="minor", color="#e0e0e0", linewidth=0.5)
-        ax.tick_params(which="minor", length=0)
-        for side in ("top", "right", "left", "bottom"):
-            ax.spines[side].set_visible(False)
-        bar = fig.colorbar(im, ax=ax, label="submissions", fraction=0.03, pad=0.01)
-        bar.locator = MaxNLocator(integer=True)
-        bar.update_ticks()
+        if image is not None:
+            bar = fig.colorbar(image, ax=list(axes), label="submissions", fraction=0.03, pad=0.01)
+            bar.locator = MaxNLocator(integer=True)
+            bar.update_ticks()
         return _svg(fig)
 
 
@@ -178,7 +231,7 @@ def _graph_layout(
     """
     ex = EXERCISES[exercise]
     params = list(ex.parameters)
-    steps = ex.steps
+    steps = [s for s in ex.steps if s.kind == "gradient"]  # a training step is drawn apart
     level: dict[str, int] = {ROOT: 0}
     for s in steps:  # exercise order: every consumer precedes the variable it consumes
         for c in s.consumers:
@@ -208,12 +261,14 @@ def backward_graph(exercise: str, status: tuple[tuple[str, str], ...]) -> str:
     ``status`` pairs each step name with ``"pass"``, ``"fail"`` or ``"ungraded"`` (missing steps
     count as ungraded). Cached: most submissions of a class share a handful of patterns.
     """
-    colours = {"pass": PASS, "fail": FAIL, "ungraded": UNGRADED}
+    colours = {"pass": PASS, "fail": FAIL, "unstarted": UNSTARTED, "ungraded": UNGRADED}
     by_step = dict(status)
-    steps_of = {s.var: s.name for s in EXERCISES[exercise].steps}
+    ex = EXERCISES[exercise]
+    steps_of = {s.var: s.name for s in ex.steps if s.kind == "gradient"}
+    training = [s for s in ex.steps if s.kind == "training"]
     pos, edges = _graph_layout(exercise)
     with _style():
-        depth = -min(y for _, y in pos.values())
+        depth = -min(y for _, y in pos.values()) + len(training)
         fig = Figure(figsize=(4.2, 0.38 * depth + 1.0))
         ax = fig.add_axes((0, 0, 1, 1))
         ax.set_xlim(-1.7, 4.1)
@@ -261,18 +316,61 @@ def backward_graph(exercise: str, status: tuple[tuple[str, str], ...]) -> str:
                 var,
                 ha="center",
                 va="center",
-                color="white",
+                color="#37474f" if colour == UNSTARTED else "white",
                 fontsize=8,
                 fontfamily="monospace",
                 fontweight="bold",
             )
+        right = max(x for x, _ in pos.values()) + _W / 2
+        for i, step in enumerate(training, start=1):
+            # a step that uses every gradient above it (the update of Exercise 4): one wide box
+            # under the whole graph, reached from the table's gradient at the bottom
+            y = -depth + len(training) - i
+            colour = colours[by_step.get(step.name, "ungraded")]
+            ax.add_patch(
+                FancyArrowPatch(
+                    (0, y + 1 - _H / 2),
+                    (0, y + _H / 2),
+                    arrowstyle="-|>",
+                    mutation_scale=8,
+                    color="#616161",
+                    linewidth=0.8,
+                    shrinkA=1,
+                    shrinkB=1,
+                )
+            )
+            ax.add_patch(
+                FancyBboxPatch(
+                    (-_W / 2, y - _H / 2),
+                    right + _W / 2,
+                    _H,
+                    boxstyle="round,pad=0.02,rounding_size=0.12",
+                    facecolor=colour,
+                    edgecolor="none",
+                )
+            )
+            ax.text(
+                (right - _W / 2) / 2,
+                y,
+                f"{step.name}: a training run with all the gradients",
+                ha="center",
+                va="center",
+                color="white" if colour != UNSTARTED else "#37474f",
+                fontsize=7.5,
+                fontfamily="monospace",
+                fontweight="bold",
+            )
+        handles = [
+            Patch(color=PASS, label="passed"),
+            Patch(color=FAIL, label="failed"),
+            Patch(color=UNSTARTED, label="not started"),
+            Patch(color=UNGRADED, label="not graded"),
+        ]
+        shown = set(by_step.values()) | {"pass", "fail"}
+        keys = ("pass", "fail", "unstarted", "ungraded")
         ax.legend(
-            handles=[
-                Patch(color=PASS, label="passed"),
-                Patch(color=FAIL, label="failed"),
-                Patch(color=UNGRADED, label="not graded"),
-            ],
-            loc="lower right",
+            handles=[h for h, k in zip(handles, keys, strict=True) if k in shown],
+            loc="upper right",
             frameon=False,
             fontsize=8,
         )

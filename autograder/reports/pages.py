@@ -13,6 +13,7 @@ import re
 
 from ..exercises import DEFAULT, EXERCISES, Exercise
 from ..grading.results import SubmissionResult
+from .text import step_state
 
 CSS = """
 :root { color-scheme: light; --pass: #2e7d32; --fail: #c62828; --ungraded: #9e9e9e; }
@@ -52,6 +53,20 @@ ul.diagnoses { padding-left: 1.2rem; } ul.diagnoses li { margin: .3rem 0; overfl
         padding: 0 .35rem; font-family: ui-monospace, "DejaVu Sans Mono", monospace;
         font-size: .8rem; margin-right: .3rem; }
 details { margin-top: .5rem; } summary { cursor: pointer; color: #1565c0; }
+td.unstarted { background: #eceff1; color: #90a4ae; }
+p.unstarted { border-left: 4px solid #b0bec5; padding: .3rem .8rem; background: #f5f7f8; }
+ul.facts { margin: .2rem 0; padding-left: 1.2rem; font-size: .9rem; }
+.facts-title { margin: .4rem 0 0; font-size: .9rem; }
+.badge { display: inline-block; border-radius: 4px; padding: .2rem .6rem; color: #fff;
+         font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-weight: 700; }
+.badge.pass { background: var(--pass); } .badge.fail { background: var(--fail); }
+.badge.unstarted { background: #cfd8dc; color: #37474f; }
+.badge.ungraded { background: var(--ungraded); }
+pre.lines { background: #f5f5f5; padding: .5rem; white-space: pre-wrap; overflow-wrap: anywhere; }
+ul.cases { list-style: none; padding: 0; } ul.cases li { margin: .35rem 0; }
+ul.cases .badge { font-size: .8rem; padding: .05rem .4rem; margin-right: .3rem; }
+dl.cases dt { margin-top: .4rem; } dl.cases dd { margin-left: 1.2rem; color: #424242; }
+table.cases td:first-child { white-space: nowrap; }
 """
 
 
@@ -91,8 +106,10 @@ def exercise_of(sub: SubmissionResult) -> Exercise:
 
 
 def step_status(sub: SubmissionResult) -> dict[str, str]:
-    """Each step of a submission's exercise: "pass", "fail" or "ungraded"."""
-    graded = {s.step: ("pass" if s.passed else "fail") for s in sub.steps}
+    """Each step of a submission's exercise: "pass", "fail" (a real mistake), "unstarted" (the
+    cell as released, or no answer cell: no mistake) or "ungraded" (the notebook was not read)."""
+    states = {"pass": "pass", "wrong": "fail", "unstarted": "unstarted", "missing": "unstarted"}
+    graded = {s.step: states[step_state(s)] for s in sub.steps}
     return {s.name: graded.get(s.name, "ungraded") for s in exercise_of(sub).steps}
 
 

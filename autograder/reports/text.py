@@ -112,13 +112,22 @@ def shape_fact(result: StepResult) -> str | None:
     return f"your shape {tuple(result.shape)}, expected {tuple(result.expected_shape)}"
 
 
+def case_facts(ex: Exercise, result: StepResult) -> list[tuple[str, str, str]]:
+    """``(configuration, what it is, why it failed)`` for each hidden configuration a failed
+    step failed; one ``("every configuration", "", why)`` when all failed the same way."""
+    failed = [c for c in result.cases if not c.passed]
+    whys = [case_failure(c) for c in failed]
+    if len(failed) > 1 and len(failed) == len(result.cases) and len(set(whys)) == 1:
+        return [(f"every configuration ({len(failed)})", "", whys[0])]
+    return [(c.case, case_words(ex, c.case), why) for c, why in zip(failed, whys, strict=True)]
+
+
 def failure_facts(ex: Exercise, result: StepResult) -> list[str]:
     """What failed in a failed step, one line each: the shape got against the one expected,
     then every failed configuration with what it is and why (no line for a passed step)."""
     if result.passed:
         return []
     facts = [f] if (f := shape_fact(result)) else []
-    for c in result.cases:
-        if not c.passed:
-            facts.append(f"{c.case} ({case_words(ex, c.case)}): {case_failure(c)}")
+    for name, words, why in case_facts(ex, result):
+        facts.append(f"{name} ({words}): {why}" if words else f"{name}: {why}")
     return facts
