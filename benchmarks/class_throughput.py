@@ -56,6 +56,7 @@ def write_submission(path: Path, answers: dict[str, str]) -> None:
             cell.source = answers.get(name, DEFAULT.step(name).answer)
     nbformat.write(nb, str(path))
 
+
 SEED = 20241201
 
 

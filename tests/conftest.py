@@ -33,10 +33,8 @@ def names_candidates() -> list[Path]:
 
     env = os.environ.get(ENV_VAR, "").strip()
     candidates = [Path(env)] if env else []
-    return candidates + [
-        REPO_ROOT.parent / "shared" / "data" / "names.txt",
-        REPO_ROOT / "data" / "names.txt",
-    ]
+    shared = REPO_ROOT.parent / "shared" / "data" / "names.txt"
+    return [*candidates, shared, REPO_ROOT / "data" / "names.txt"]
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,9 @@ SCATTER_BUG_CODE = "dC = torch.zeros_like(C)\ndC[Xb] += demb"
 
 def stub(name: str) -> str:
     """An answer cell as released."""
-    return f'# YOUR CODE HERE\nraise NotImplementedError("{name}: replace this line with your code")'
+    return (
+        f'# YOUR CODE HERE\nraise NotImplementedError("{name}: replace this line with your code")'
+    )
 
 
 def make_notebook(

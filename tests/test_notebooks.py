@@ -186,7 +186,8 @@ def test_source_answer_cells_are_the_steps_in_order_each_followed_by_its_grade_c
             "### END HIDDEN TESTS\n"
             f"CHECKS.check('{step.name}')"
         )
-        explanation = nb.cells[nb.cells.index(answer) - 1]
+        before = nb.cells[: nb.cells.index(answer)]
+        explanation = next(c for c in reversed(before) if c.cell_type == "markdown")
         assert explanation.cell_type == "markdown"
         assert step.text in explanation.source
         assert all(line in explanation.source for line in ex.consumer_lines(step))

@@ -51,7 +51,9 @@ def test_at_least_two_wrong_answers_fail(name: str, grade: Grade) -> None:
         ("dlogits", "dlogits = dnorm_logits.clone()"),
     ],
 )
-def test_slips_invisible_at_the_true_gradient_are_caught(name: str, code: str, grade: Grade) -> None:
+def test_slips_invisible_at_the_true_gradient_are_caught(
+    name: str, code: str, grade: Grade
+) -> None:
     r = grade(name, code)
     assert r.cases[0].case == "lecture" and r.cases[0].passed  # the true gradient hides it ...
     assert not r.passed  # ... the random upstream gradients do not

@@ -367,6 +367,5 @@ class Exercise:
     def provided(self) -> frozenset[str]:
         """Names a step's namespace may hold: modules, sizes, data, parameters, variables and
         the gradients other steps compute (some are its upstream)."""
-        return frozenset(
-            {"torch", "F", *self.sizes, *self.data, *self.variables} | {s.name for s in self.steps}
-        )
+        gradients = {s.name for s in self.steps} | {u for s in self.steps for u in s.upstream}
+        return frozenset({"torch", "F", *self.sizes, *self.data, *self.variables} | gradients)
