@@ -8,7 +8,8 @@ In one run, on the same machine and under the same load:
    notebooks left unfinished; and N copies of the solution notebook;
 2. ``backprop-ninja grade FOLDER --json`` on each (a subprocess, as an instructor runs it, startup
    included), with the peak memory of the grader and its sandboxes (proportional set size
-   summed over the process tree, sampled every 20 ms);
+   summed over the process tree, sampled every 100 ms: a sample costs ~2 ms of CPU per
+   process, which sampling more often would take from the grader);
 3. the source notebook (model answers and hidden tests) executed in a Jupyter kernel, which is
    what stock ``nbgrader autograde`` does for every submission;
 4. the *floor*: executing the class's distinct answers once each, in this process, without

@@ -9,7 +9,7 @@ In one run, on the same machine and under the same load:
 
 It prints milliseconds per notebook for each, the ratio of the per-notebook rates, and the peak
 memory of the grading process tree (proportional set size summed over the grader and its
-workers, sampled every 20 ms, so pages shared copy-on-write count once).
+workers, sampled every 100 ms, so pages shared copy-on-write count once).
 
     python benchmarks/throughput.py [-n 100] [--kernel-runs 3] [--jobs 0]
 
@@ -63,7 +63,7 @@ class PeakMemory:
             except psutil.NoSuchProcess:
                 return
             self.peak = max(self.peak, sum(_pss(p) for p in procs))
-            self._stop.wait(0.02)
+            self._stop.wait(0.1)
 
     def stop(self) -> int:
         self._stop.set()

@@ -90,3 +90,9 @@ def grade(grader: Grader) -> Callable[[str, str], StepResult]:
         return results[(step, code)]
 
     return _grade
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The long modules (marked ``slow``) first. pytest-xdist hands out whole files in this
+    order, so a long one never starts last and runs on alone while the other workers idle."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -2,22 +2,27 @@
 
 Everything here works on Exercise 1 (:data:`EXERCISE`) and the course's committed notebooks
 (:func:`autograder.course.build.paths`); the tests that use it are ``test_nbgrader_grade.py``
-(the kit's preprocessors, called as nbgrader calls them) and ``test_nbgrader_e2e.py`` (the real
-nbgrader commands in a scratch course).
+(the kit's preprocessors, called as nbgrader calls them), ``test_nbgrader_e2e.py`` (the real
+nbgrader commands in a scratch course) and ``test_nbgrader_stock.py`` (stock ``Execute`` and
+``nbgrader validate``).
 """
 
 from __future__ import annotations
 
 import copy
+import csv
 import os
 import re
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import nbformat
 from nbformat.notebooknode import NotebookNode
+from nbgrader.api import Gradebook
 
 from autograder.course.build import paths
 from autograder.exercises import DEFAULT
@@ -261,3 +266,132 @@ def run_readme(
     log = proc.stdout + proc.stderr
     assert "Exception while loading config file" not in log, log
     return proc
+
+
+# --- what both end-to-end modules grade and read ---------------------------------------
+
+SEED = 271828
+STEPS = EXERCISE.steps
+TOTAL = float(sum(s.points for s in STEPS))
+
+EXPECTED = {
+    "ada_right": TOTAL,
+    "ben_untouched": 0.0,
+    "cy_scatter_bug": TOTAL - 1,
+    "di_allclose_patch": TOTAL - 1,
+    "ed_cells_deleted": TOTAL - 1,
+    "flo_not_a_notebook": 0.0,
+    "gus_skipped_dprobs": TOTAL - 1,
+    "hal_edited_locked_cells": TOTAL,
+}
+"""Each student's submission is named for what it holds; the score both graders must give."""
+
+ROSTER = {
+    "ada_right": ("Ada", "Lovelace"),
+    "ben_untouched": ("Ben", "Franklin"),
+    "cy_scatter_bug": ("Cy", "Young"),
+    "di_allclose_patch": ("Di", "Prince"),
+}
+"""The students of students.csv, imported before grading; autograde adds the others itself."""
+
+STOCK_STUDENTS = ("ada_right", "cy_scatter_bug", "di_allclose_patch", "gus_skipped_dprobs")
+"""Graded a second time with stock Execute (a kernel each: kept few)."""
+
+EDITED_CHECK = "print('dC is right, trust me')"
+"""What hal wrote over the visible check of dC (a locked grade cell)."""
+
+
+def submissions() -> dict[str, NotebookNode | str]:
+    return {
+        "ada_right": filled(),
+        "ben_untouched": released(),
+        # and a scratch cell between the dh answer and its check, and a note and a cell whose
+        # HTML would run script in a page that shows it as it is
+        "cy_scatter_bug": with_extra_cell(
+            with_extra_cell(
+                with_cell_after(filled(SCATTER_BUG), "dh", SCRATCH),
+                HOSTILE_MARKDOWN,
+                markdown=True,
+            ),
+            HOSTILE_OUTPUT,
+        ),
+        # the scatter bug, and a cell that makes every visible check say `approximate: True`
+        "di_allclose_patch": with_extra_cell(filled(SCATTER_BUG), ALLCLOSE_PATCH),
+        # the dC answer cell and the db1 grade cell deleted (by editing the notebook's JSON)
+        "ed_cells_deleted": without_cells(filled(), {"dC", "test_db1"}),
+        "flo_not_a_notebook": "this is not a notebook\n",
+        # dprobs left as released: in a kernel, every later answer that reads it fails too, but
+        # each step is graded on its own answer, so only dprobs is lost, under either grader
+        "gus_skipped_dprobs": filled({"dprobs": stub("dprobs")}),
+        # two locked cells edited (in the notebook's JSON): nbgrader restores them
+        "hal_edited_locked_cells": with_source(
+            with_source(filled(), "test_dC", EDITED_CHECK),
+            "setup_params",
+            next(c.source for c in released().cells if grade_id(c) == "setup_params")
+            + "\nW1 = W1 * 0",
+        ),
+    }
+
+
+@dataclass
+class Run:
+    """One grading of a course's submissions by nbgrader."""
+
+    course: Path
+    autograde: subprocess.CompletedProcess[str]
+    csv_rows: dict[str, dict[str, str]]  # student -> row of `nbgrader export`
+    feedback: dict[str, str]  # student -> feedback HTML
+
+    @property
+    def log(self) -> str:
+        return self.autograde.stdout + self.autograde.stderr
+
+    @property
+    def csv_scores(self) -> dict[str, float]:
+        return {s: float(row["score"]) for s, row in self.csv_rows.items()}
+
+    def autograded(self, student: str) -> NotebookNode:
+        path = self.course / "autograded" / student / ASSIGNMENT / NOTEBOOK
+        return nbformat.read(str(path), as_version=4)
+
+    def step_scores(self, student: str) -> dict[str, float]:
+        """Each step's score in nbgrader's gradebook."""
+        with Gradebook(f"sqlite:///{self.course / 'gradebook.db'}") as gb:
+            return {
+                s.name: float(gb.find_grade(s.test_id, NOTEBOOK_ID, ASSIGNMENT, student).score)
+                for s in STEPS
+            }
+
+    def checksum_warnings(self) -> dict[str, set[str]]:
+        """student -> the cells for which autograde warned "Attribute 'checksum' ... changed"."""
+        found: dict[str, set[str]] = {}
+        student = ""
+        for line in self.log.splitlines():
+            sanitizing = re.search(r"Sanitizing .*/submitted/([^/]+)/", line)
+            if sanitizing:
+                student = sanitizing.group(1)
+            changed = re.search(r"Attribute 'checksum' for cell (\S+) has changed", line)
+            if changed:
+                found.setdefault(student, set()).add(changed.group(1))
+        return found
+
+
+def read_feedback(course: Path) -> dict[str, str]:
+    return {p.parent.parent.name: p.read_text() for p in (course / "feedback").glob("*/*/*.html")}
+
+
+def read_export(course: Path) -> dict[str, dict[str, str]]:
+    with open(course / "grades.csv", newline="") as f:
+        return {row["student_id"]: row for row in csv.DictReader(f)}
+
+
+def cli_steps(sub: dict[str, Any]) -> dict[str, float]:
+    return {s["step"]: float(s["score"]) for s in sub["steps"]}
+
+
+def grade_cell(nb: NotebookNode, gid: str) -> NotebookNode:
+    return next(c for c in nb.cells if grade_id(c) == gid)
+
+
+def stdout(cell: NotebookNode) -> str:
+    return "".join(o.get("text", "") for o in cell.outputs if o.get("name") == "stdout")

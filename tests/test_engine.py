@@ -4,6 +4,7 @@ distinct answer once."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import nbformat
@@ -150,7 +151,8 @@ def test_a_nan_answer_is_strict_json_everywhere(grader: Grader, tmp_path: Path) 
     assert "NaN" not in text and "Infinity" not in text
     json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard constant {c}"))
     step = run.submissions[0].step("dh")
-    assert not step.passed and step.maxdiff is None  # not comparable: null in the JSON
+    assert not step.passed and step.maxdiff == math.inf  # not comparable: null in the JSON
+    assert json.loads(text)["submissions"][0]["steps"][8]["maxdiff"] is None
 
 
 # -- each distinct answer once ---------------------------------------------------------------

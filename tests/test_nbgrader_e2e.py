@@ -5,11 +5,9 @@ commands run there verbatim, in a shell whose PATH lacks the kit's environment u
 README's ``source .venv/bin/activate``: the roster is imported from a CSV file, the assignment
 generated, submissions made from the released notebook put in ``submitted/``, then
 ``nbgrader autograde``, ``export`` (CSV) and ``generate_feedback``; ``backprop-ninja grade
---json`` grades the same files. A second course grades a few of the submissions with nbgrader's
-stock ``Execute`` (a kernel per notebook, the hidden tests calling
-``autograder.incell.check_step``): the scores must agree step by step either way. Then
-``nbgrader validate`` runs the bundled buggy and solution notebooks. Nothing of nbgrader is
-mocked; each command runs once per module.
+--json`` grades the same files. Nothing of nbgrader is mocked; each command runs once per module.
+(``test_nbgrader_stock.py`` does the same with nbgrader's stock ``Execute``, and runs
+``nbgrader validate``.)
 """
 
 from __future__ import annotations
@@ -17,167 +15,45 @@ from __future__ import annotations
 import csv
 import json
 import re
-import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
-from nbformat.notebooknode import NotebookNode
-from nbgrader.api import Gradebook
 from nbgrader.utils import is_grade
 
 from autograder.integrations.nbgrader_grade import RESULT_MIME
 
 from .nbgrader_course import (
     ALLCLOSE_PATCH,
-    ASSIGNMENT,
-    EXERCISE,
-    HOSTILE_MARKDOWN,
-    HOSTILE_OUTPUT,
-    NOTEBOOK,
-    NOTEBOOK_ID,
+    EXPECTED,
     PATHS,
     REPO_ROOT,
-    SCATTER_BUG,
-    SCRATCH,
-    filled,
+    ROSTER,
+    SEED,
+    STEPS,
+    TOTAL,
+    Run,
+    cli_steps,
+    grade_cell,
     grade_id,
     link_venv,
     make_course,
+    read_export,
+    read_feedback,
     readme_command,
     readme_commands,
     released,
-    run_nbgrader,
     run_readme,
-    stock_execute_option,
-    stub,
+    stdout,
+    submissions,
     submit,
-    with_cell_after,
-    with_extra_cell,
-    with_source,
-    without_cells,
 )
 from .test_nbgrader_grade import Tags
 
 pytestmark = pytest.mark.slow
-
-SEED = 271828
-STEPS = EXERCISE.steps
-TOTAL = float(sum(s.points for s in STEPS))
-
-EXPECTED = {
-    "ada_right": TOTAL,
-    "ben_untouched": 0.0,
-    "cy_scatter_bug": TOTAL - 1,
-    "di_allclose_patch": TOTAL - 1,
-    "ed_cells_deleted": TOTAL - 1,
-    "flo_not_a_notebook": 0.0,
-    "gus_skipped_dprobs": TOTAL - 1,
-    "hal_edited_locked_cells": TOTAL,
-}
-"""Each student's submission is named for what it holds; the score both graders must give."""
-
-ROSTER = {
-    "ada_right": ("Ada", "Lovelace"),
-    "ben_untouched": ("Ben", "Franklin"),
-    "cy_scatter_bug": ("Cy", "Young"),
-    "di_allclose_patch": ("Di", "Prince"),
-}
-"""The students of students.csv, imported before grading; autograde adds the others itself."""
-
-STOCK_STUDENTS = ("ada_right", "cy_scatter_bug", "di_allclose_patch", "gus_skipped_dprobs")
-"""Graded a second time with stock Execute (a kernel each: kept few)."""
-
-EDITED_CHECK = "print('dC is right, trust me')"
-"""What hal wrote over the visible check of dC (a locked grade cell)."""
-
-
-def submissions() -> dict[str, NotebookNode | str]:
-    return {
-        "ada_right": filled(),
-        "ben_untouched": released(),
-        # and a scratch cell between the dh answer and its check, and a note and a cell whose
-        # HTML would run script in a page that shows it as it is
-        "cy_scatter_bug": with_extra_cell(
-            with_extra_cell(
-                with_cell_after(filled(SCATTER_BUG), "dh", SCRATCH),
-                HOSTILE_MARKDOWN,
-                markdown=True,
-            ),
-            HOSTILE_OUTPUT,
-        ),
-        # the scatter bug, and a cell that makes every visible check say `approximate: True`
-        "di_allclose_patch": with_extra_cell(filled(SCATTER_BUG), ALLCLOSE_PATCH),
-        # the dC answer cell and the db1 grade cell deleted (by editing the notebook's JSON)
-        "ed_cells_deleted": without_cells(filled(), {"dC", "test_db1"}),
-        "flo_not_a_notebook": "this is not a notebook\n",
-        # dprobs left as released: in a kernel, every later answer that reads it fails too, but
-        # each step is graded on its own answer, so only dprobs is lost, under either grader
-        "gus_skipped_dprobs": filled({"dprobs": stub("dprobs")}),
-        # two locked cells edited (in the notebook's JSON): nbgrader restores them
-        "hal_edited_locked_cells": with_source(
-            with_source(filled(), "test_dC", EDITED_CHECK),
-            "setup_params",
-            next(c.source for c in released().cells if grade_id(c) == "setup_params")
-            + "\nW1 = W1 * 0",
-        ),
-    }
-
-
-@dataclass
-class Run:
-    """One grading of a course's submissions by nbgrader."""
-
-    course: Path
-    autograde: subprocess.CompletedProcess[str]
-    csv_rows: dict[str, dict[str, str]]  # student -> row of `nbgrader export`
-    feedback: dict[str, str]  # student -> feedback HTML
-
-    @property
-    def log(self) -> str:
-        return self.autograde.stdout + self.autograde.stderr
-
-    @property
-    def csv_scores(self) -> dict[str, float]:
-        return {s: float(row["score"]) for s, row in self.csv_rows.items()}
-
-    def autograded(self, student: str) -> NotebookNode:
-        path = self.course / "autograded" / student / ASSIGNMENT / NOTEBOOK
-        return nbformat.read(str(path), as_version=4)
-
-    def step_scores(self, student: str) -> dict[str, float]:
-        """Each step's score in nbgrader's gradebook."""
-        with Gradebook(f"sqlite:///{self.course / 'gradebook.db'}") as gb:
-            return {
-                s.name: float(gb.find_grade(s.test_id, NOTEBOOK_ID, ASSIGNMENT, student).score)
-                for s in STEPS
-            }
-
-    def checksum_warnings(self) -> dict[str, set[str]]:
-        """student -> the cells for which autograde warned "Attribute 'checksum' ... changed"."""
-        found: dict[str, set[str]] = {}
-        student = ""
-        for line in self.log.splitlines():
-            sanitizing = re.search(r"Sanitizing .*/submitted/([^/]+)/", line)
-            if sanitizing:
-                student = sanitizing.group(1)
-            changed = re.search(r"Attribute 'checksum' for cell (\S+) has changed", line)
-            if changed:
-                found.setdefault(student, set()).add(changed.group(1))
-        return found
-
-
-def read_feedback(course: Path) -> dict[str, str]:
-    return {p.parent.parent.name: p.read_text() for p in (course / "feedback").glob("*/*/*.html")}
-
-
-def read_export(course: Path) -> dict[str, dict[str, str]]:
-    with open(course / "grades.csv", newline="") as f:
-        return {row["student_id"]: row for row in csv.DictReader(f)}
 
 
 @pytest.fixture(scope="module")
@@ -222,21 +98,6 @@ def kit(course: Path, env: dict[str, str]) -> Run:
 
 
 @pytest.fixture(scope="module")
-def stock(kit: Run, env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Run:
-    """A second course, with the same source, config and STOCK_STUDENTS' submissions, graded
-    with nbgrader's stock Execute (set on the command line over the course's config)."""
-    root = make_course(tmp_path_factory.mktemp("stock") / "backprop-ninja")
-    run_nbgrader(root, "generate_assignment", ASSIGNMENT, env=env).check_returncode()
-    for student in STOCK_STUDENTS:
-        shutil.copytree(kit.course / "submitted" / student, root / "submitted" / student)
-    autograde = run_nbgrader(root, "autograde", ASSIGNMENT, stock_execute_option(), env=env)
-    autograde.check_returncode()
-    run_nbgrader(root, "export", "--to", "grades.csv", env=env).check_returncode()
-    run_nbgrader(root, "generate_feedback", ASSIGNMENT, env=env).check_returncode()
-    return Run(root, autograde, read_export(root), read_feedback(root))
-
-
-@pytest.fixture(scope="module")
 def cli(kit: Run, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     """``backprop-ninja grade --json`` on the same submitted files: student -> submission."""
     out = tmp_path_factory.mktemp("cli") / "results.json"
@@ -246,23 +107,6 @@ def cli(kit: Run, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[st
     run = json.loads(out.read_text())
     assert run["seed"] == SEED
     return {Path(s["path"]).parent.parent.name: s for s in run["submissions"]}
-
-
-def cli_steps(sub: dict[str, Any]) -> dict[str, float]:
-    return {s["step"]: float(s["score"]) for s in sub["steps"]}
-
-
-@pytest.fixture(scope="module")
-def validated(course: Path, env: dict[str, str]) -> dict[str, subprocess.CompletedProcess[str]]:
-    """``nbgrader validate`` on copies of the bundled buggy and solution notebooks."""
-    folder = course / "to_validate"
-    folder.mkdir()
-    runs = {}
-    for key in ("buggy", "solution"):
-        path = folder / f"{key}.ipynb"
-        shutil.copy(REPO_ROOT / PATHS[key], path)
-        runs[key] = run_nbgrader(course, "validate", str(path), env=env)
-    return runs
 
 
 # --- the README's commands and the course's configuration ---------------------------------
@@ -415,121 +259,3 @@ def test_feedback_runs_no_script_from_a_students_markdown_and_still_shows_the_pa
     assert not any((a.get("href") or "").startswith("javascript") for _, a in tags.tags)
     assert "My notes" in page and "&lt;script&gt;alert(2)&lt;/script&gt;" in page
     assert 'title="backprop-ninja feedback"' in page
-
-
-# --- a course that keeps stock Execute -----------------------------------------------------
-
-
-def test_stock_execute_gives_the_same_scores_step_by_step(
-    kit: Run, stock: Run, cli: dict[str, dict[str, Any]]
-) -> None:
-    assert stock.csv_scores == {s: EXPECTED[s] for s in STOCK_STUDENTS}
-    for student in STOCK_STUDENTS:
-        assert stock.step_scores(student) == kit.step_scores(student), student
-        assert stock.step_scores(student) == cli_steps(cli[student]), student
-
-
-def test_stock_execute_really_ran_the_notebook_in_a_kernel(stock: Run) -> None:
-    nb = stock.autograded("cy_scatter_bug")
-    dc = grade_cell(nb, "test_dC")
-    assert f"dC: failed (0/1, hidden cases, seed {SEED})" in stdout(dc)  # check_step ran
-    assert not any(RESULT_MIME in o.get("data", {}) for o in dc.outputs)
-    (error,) = [o for o in dc.outputs if o.output_type == "error"]  # how stock Execute scores 0
-    assert error.ename == "AssertionError" and "[scatter-drops-duplicates]" in error.evalue
-    db1 = stdout(grade_cell(nb, "test_db1"))
-    assert "db1: passed" in db1 and "approximate: True" in db1  # then the visible check
-    # nbgrader put the hidden tests back without a checksum warning
-    assert stock.checksum_warnings() == {}
-
-
-def test_with_stock_execute_monkeypatching_allclose_gains_nothing(stock: Run) -> None:
-    nb = stock.autograded("di_allclose_patch")
-    patch = next(c for c in nb.cells if c.source == ALLCLOSE_PATCH)
-    assert patch.execution_count is not None  # it ran, in the kernel
-    assert "dC: failed (0/1" in stdout(grade_cell(nb, "test_dC"))
-    assert stock.step_scores("di_allclose_patch")["dC"] == 0.0
-
-
-def test_with_stock_execute_a_skipped_step_costs_only_itself(stock: Run) -> None:
-    nb = stock.autograded("gus_skipped_dprobs")
-    # dprobs and the next answer cell, which reads it, failed in the kernel; yet the hidden test
-    # grades each answer on its own, and so does the visible check
-    answer = grade_cell(nb, "dcounts_sum_inv")
-    (error,) = [o for o in answer.outputs if o.output_type == "error"]
-    assert error.ename == "NameError" and "dprobs" in error.evalue
-    after = stdout(grade_cell(nb, "test_dcounts_sum_inv"))
-    assert after.startswith("dcounts_sum_inv: passed") and "approximate: True" in after
-    assert stock.step_scores("gus_skipped_dprobs")["dprobs"] == 0.0
-
-
-def test_with_stock_execute_a_scratch_cell_before_a_check_changes_nothing(stock: Run) -> None:
-    nb = stock.autograded("cy_scatter_bug")
-    scratch = next(c for c in nb.cells if c.source == SCRATCH)
-    assert "torch.Size" in stdout(scratch)  # it ran just before test_dh, as In[-2]
-    dh = grade_cell(nb, "test_dh")
-    # the hidden test graded the answer cell; the visible check then checked the scratch cell
-    # (the latest that assigns dh) and printed why it fails, but under autograde did not raise
-    assert stdout(dh).startswith("dh: passed (1/1")
-    assert re.search(r"^dh +\|", stdout(dh), re.MULTILINE), stdout(dh)
-    assert "dh is not right yet" not in str(dh.outputs)
-    assert not any(o.output_type == "error" for o in dh.outputs)
-    assert stock.step_scores("cy_scatter_bug")["dh"] == 1.0
-
-
-def test_stock_execute_feedback_shows_the_verdicts_safely_but_never_hidden_tests(
-    stock: Run,
-) -> None:
-    for student, page in stock.feedback.items():
-        assert "BEGIN HIDDEN TESTS" not in page and "check_step(" not in page, student
-        assert "Step 26 of 26: dC</a>" in page, student
-    page = stock.feedback["cy_scatter_bug"]
-    # the verdict line, and the diagnosis as the error's message, cut to its last line
-    assert "dC: failed (0/1" in page and "AssertionError: [scatter-drops-duplicates]" in page
-    tags = Tags(page)
-    assert tags.handlers() == [] and not any("alert" in s for s in tags.scripts)
-    assert "<b>bold</b>" in page  # the HTML the student's cell displayed, cleaned
-
-
-# --- nbgrader validate ---------------------------------------------------------------------
-
-
-def failing_checks(proc: subprocess.CompletedProcess[str]) -> set[str]:
-    """The steps whose check cell `nbgrader validate` reports as failing."""
-    return set(re.findall(r"The following cell failed:\s+CHECKS\.check\('(\w+)'\)", proc.stdout))
-
-
-def test_validate_reports_the_failing_steps_of_the_buggy_notebook(
-    validated: dict[str, subprocess.CompletedProcess[str]],
-) -> None:
-    buggy = validated["buggy"]
-    assert "VALIDATION FAILED ON 4 CELL(S)" in buggy.stdout, buggy.stdout + buggy.stderr
-    assert failing_checks(buggy) == {"dcounts", "dbndiff2", "dbnmeani", "dC"}
-    # each with the check's diagnosis, as the student sees it in the notebook
-    for step, code in (
-        ("dcounts", "missing-branch"),
-        ("dbndiff2", "wrong-scale"),
-        ("dbnmeani", "shape-mismatch"),
-        ("dC", "scatter-drops-duplicates"),
-    ):
-        assert f"AssertionError: {step} is not right yet: [{code}]" in buggy.stdout, step
-
-
-def test_validate_passes_the_solution_notebook(
-    validated: dict[str, subprocess.CompletedProcess[str]],
-) -> None:
-    solution = validated["solution"]
-    assert "Success! Your notebook passes all the tests." in solution.stdout, (
-        solution.stdout + solution.stderr
-    )
-    assert failing_checks(solution) == set()
-
-
-# --- helpers -------------------------------------------------------------------------------
-
-
-def grade_cell(nb: NotebookNode, gid: str) -> NotebookNode:
-    return next(c for c in nb.cells if grade_id(c) == gid)
-
-
-def stdout(cell: NotebookNode) -> str:
-    return "".join(o.get("text", "") for o in cell.outputs if o.get("name") == "stdout")

@@ -1,8 +1,8 @@
 """Exercises 2, 3 and 4 through the real nbgrader, as Exercise 1 is in ``test_nbgrader_e2e``: in
 one scratch course, each assignment generated, its solution and its untouched release submitted,
-and graded with the kit's preprocessor and with nbgrader's stock Execute (a kernel per notebook,
-the hidden tests calling the kit): the solution gets full marks both ways, the release nothing,
-with not-implemented on every step."""
+and graded with the kit's preprocessor: the solution gets full marks, the release nothing, with
+not-implemented on every step. (``test_nbgrader_lecture_stock.py`` grades the solutions with
+nbgrader's stock Execute.)"""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ from autograder.course.build import paths
 from autograder.exercises import EXERCISES, Exercise
 
 from .nbgrader_course import make_course, run_nbgrader, stock_execute_option
+
+pytestmark = pytest.mark.slow
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LECTURE = [
@@ -95,12 +97,6 @@ def kit(tmp_path_factory: pytest.TempPathFactory, env: dict[str, str]) -> Graded
     return grade(root, env, stock=False, students=["sol", "untouched"])
 
 
-@pytest.fixture(scope="module")
-def stock(tmp_path_factory: pytest.TempPathFactory, env: dict[str, str]) -> Graded:
-    root = make_course(tmp_path_factory.mktemp("lecture-stock") / "backprop-ninja")
-    return grade(root, env, stock=True, students=["sol"])
-
-
 @pytest.mark.parametrize("ex", LECTURE, ids=lambda e: e.id)
 def test_the_kit_gives_the_solution_full_marks_and_the_release_nothing(
     ex: Exercise, kit: Graded
@@ -109,12 +105,6 @@ def test_the_kit_gives_the_solution_full_marks_and_the_release_nothing(
     assert set(kit.scores(ex, "untouched").values()) == {0.0}
     assert kit.diagnoses(ex, "untouched").count("[not-implemented]") == len(ex.steps)
     assert "with the backprop-ninja engine" in kit.log
-
-
-@pytest.mark.parametrize("ex", LECTURE, ids=lambda e: e.id)
-def test_stock_execute_gives_the_solution_full_marks_too(ex: Exercise, stock: Graded) -> None:
-    assert stock.scores(ex, "sol") == {s.name: s.points for s in ex.steps}
-    assert "with the backprop-ninja engine" not in stock.log  # a kernel ran the notebook
 
 
 def test_the_scratch_courses_are_the_repositorys(kit: Graded) -> None:

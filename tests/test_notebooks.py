@@ -32,6 +32,8 @@ from autograder.grading.results import StepResult
 
 from .corpus import RIGHT, WRONG
 
+pytestmark = pytest.mark.slow
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 KERNEL_TIMEOUT = 300
 EX = DEFAULT

@@ -51,6 +51,8 @@ from .unprivileged import (
     skip_or_fail,
 )
 
+pytestmark = pytest.mark.slow
+
 SEED = 4242
 LIMITS = Limits(step_seconds=20.0, budget_seconds=120.0, output_bytes=8192)
 """Generous: nothing here should come near a limit but the probes that are about limits."""
@@ -855,7 +857,9 @@ def private_pool(names_txt: Path) -> Iterator[Pool]:
         grader.close()
 
 
-def test_a_grader_killed_outright_takes_its_sandboxes_along(names_txt: Path) -> None:
+def test_a_grader_killed_outright_takes_its_sandboxes_along(
+    names_txt: Path, tmp_path: Path
+) -> None:
     """SIGKILL leaves no chance to clean up: each sandbox's launcher dies with its parent."""
     code = (
         "import sys, time\nsys.path.insert(0, sys.argv[1])\n"
@@ -868,7 +872,8 @@ def test_a_grader_killed_outright_takes_its_sandboxes_along(names_txt: Path) -> 
         [sys.executable, "-c", code, str(REPO_ROOT)],
         stdout=-1,
         text=True,
-        env=dict(os.environ, BACKPROP_NINJA_NAMES=str(names_txt)),
+        # its runner's copy goes to a folder of its own: no other grader's sweep takes it
+        env=dict(os.environ, BACKPROP_NINJA_NAMES=str(names_txt), TMPDIR=str(tmp_path)),
     )
     try:
         assert proc.stdout is not None
@@ -884,7 +889,7 @@ def test_a_grader_killed_outright_takes_its_sandboxes_along(names_txt: Path) -> 
         while memory.sweep() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert memory.sweep() == []
-        assert os.path.dirname(copy) in plan.sweep_runner_copies()  # and its runner's copy
+        assert os.path.dirname(copy) in plan.sweep_runner_copies(str(tmp_path))  # its copy too
         assert not os.path.exists(copy)
     finally:
         with contextlib.suppress(psutil.Error):
@@ -926,3 +931,12 @@ def test_the_pool_takes_more_jobs_than_sandboxes_one_outcome_each(private_pool: 
     got = dict(private_pool.run(jobs))
     assert sorted(map(str, got)) == [f"ok{i}" for i in range(6)]
     assert all(o.status == "ok" and o.own for o in got.values())
+
+
+def test_the_scratch_never_covers_what_the_sandbox_must_see() -> None:
+    # A venv made in the temporary folder (a course's CI, the wheel check) must stay visible.
+    assert plan.scratch_path(["/usr", "/opt/venv/lib"]) == "/tmp"
+    assert plan.scratch_path(["/usr", "/tmp/tmp.x/venv/lib"]) == "/scratch"
+    assert plan.scratch_path(["/tmp/a", "/scratch"]) == "/backprop-ninja-scratch"
+    with pytest.raises(RuntimeError):
+        plan.scratch_path(["/"])

@@ -122,8 +122,7 @@ def _resume(
 
 
 def grade_command(args: argparse.Namespace) -> int:
-    from ..grading.engine import Grader  # imports torch: only when grading
-    from ..sandbox.pool import SandboxUnavailable
+    from ..sandbox.pool import Pool, SandboxUnavailable
 
     err = Console(stderr=True)
     out = Console()
@@ -168,10 +167,18 @@ def grade_command(args: argparse.Namespace) -> int:
 
     limits = Limits(step_seconds=args.timeout, budget_seconds=args.budget)
     try:
-        grader = Grader(
-            seed=seed, limits=limits, jobs=args.jobs, sandbox=args.sandbox, cache=args.cache
-        )
+        # The sandboxes start first: they import torch while this process does the same.
+        pool = Pool(limits, args.jobs, args.sandbox)
+        pool.warm()
     except SandboxUnavailable as e:
+        err.print(f"backprop-ninja grade: {e}")
+        return 1
+    from ..grading.engine import Grader  # imports torch: only when grading
+
+    try:
+        grader = Grader(seed=seed, pool=pool, cache=args.cache)
+    except SandboxUnavailable as e:
+        pool.close()
         err.print(f"backprop-ninja grade: {e}")
         return 1
     if grader.confinement == "none":

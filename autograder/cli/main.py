@@ -28,7 +28,12 @@ def _parser() -> argparse.ArgumentParser:
         help="write Gradescope's results.json (one test per step)",
     )
     g.add_argument("--seed", type=int, help="seed of the hidden configurations (replays a run)")
-    g.add_argument("--jobs", type=int, default=0, help="sandboxes at once (default: all cores)")
+    g.add_argument(
+        "--jobs",
+        type=int,
+        default=0,
+        help="sandboxes at most (default: one per core; more start only as the work needs them)",
+    )
     g.add_argument("--timeout", type=float, default=10.0, help="seconds per step (default 10)")
     g.add_argument(
         "--budget",

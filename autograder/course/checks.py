@@ -360,7 +360,9 @@ class Checks:
             print(f"{name:15s} | no tensor on the lecture's tensors ({outs[0]['kind']})")
         failed = [v["config"]["name"] for v in verdicts[1:] if not v["passed"]]
         others = ", ".join(v["config"]["name"] for v in verdicts[1:])
-        if failed:
+        if failed and len(failed) == len(verdicts) - 1:
+            print(f"{'':15s} | other configurations: all failed ({others})")
+        elif failed:
             print(f"{'':15s} | other configurations: failed on {', '.join(failed)} (of {others})")
         else:
             print(f"{'':15s} | other configurations: all passed ({others})")

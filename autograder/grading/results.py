@@ -118,7 +118,7 @@ class RunResult:
         lines = []
         for sub in self.submissions:
             if id(sub) not in memo:
-                memo[id(sub)] = json.dumps(submission_json(sub), allow_nan=False)
+                memo[id(sub)] = submission_text(sub, memo)
             lines.append(memo[id(sub)])
         head = {"seed": self.seed, "kit": self.kit, "version": self.version, "shard": self.shard}
         fields = json.dumps(head)[1:-1]
@@ -160,6 +160,27 @@ def step_json(s: StepResult) -> dict[str, Any]:
         "seconds": _number(s.seconds),
         "where": s.where,
     }
+
+
+def submission_text(sub: SubmissionResult, memo: dict[int, str]) -> str:
+    """``json.dumps(submission_json(sub))``, with each step's text kept in ``memo`` by object
+    id: the grader gives every submission with the same answer the same step object, so a
+    class of copies serialises each step once. (The ids stay valid while the run holds the
+    submissions.)"""
+    steps = []
+    for step in sub.steps:
+        if id(step) not in memo:
+            memo[id(step)] = json.dumps(step_json(step), allow_nan=False)
+        steps.append(memo[id(step)])
+    head = {"path": sub.path, "score": sub.score, "max_score": sub.max_score, "error": sub.error}
+    tail = {"exercise": sub.exercise, "format": sub.format}
+    return (
+        json.dumps(head, allow_nan=False)[:-1]
+        + ', "steps": ['
+        + ", ".join(steps)
+        + "], "
+        + json.dumps(tail, allow_nan=False)[1:]
+    )
 
 
 def submission_json(sub: SubmissionResult) -> dict[str, Any]:

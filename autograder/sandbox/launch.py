@@ -15,13 +15,14 @@ yet). ``PLAN`` is JSON made by :func:`autograder.sandbox.plan.make_plan`. Three 
    read-only covers over what must not be seen inside them (``hide``: the kit's own package in
    site-packages), a read-only ``/dev`` of ``{null,zero,full,random,urandom}`` only (no
    ``/dev/shm``: shared memory is memory no process accounts for), a ``/proc`` of its own PID
-   namespace, a private scratch ``/tmp`` (a tmpfs of ``tmp_bytes``) and ``/runner`` (the
+   namespace, a private scratch ``/tmp`` (a tmpfs of ``tmp_bytes``; ``/scratch`` where the
+   interpreter itself lives under ``/tmp``, see :func:`plan.scratch_path`) and ``/runner`` (the
    runner's three files, copied, read-only); then pivots into it and detaches the old root, so
    no course folder, home, submission, gradebook or host socket exists inside;
 4. drops privileges: ``nobody`` as root, else every capability (bounding set emptied,
    ``SECBIT_NOROOT`` locked, so exec gains none back); ``no_new_privs``; rlimits for files,
-   processes and core dumps; an empty environment but ``PATH``, ``LANG``, ``HOME=/tmp``,
-   ``TMPDIR=/tmp``;
+   processes and core dumps; an empty environment but ``PATH``, ``LANG``, and ``HOME`` and
+   ``TMPDIR`` set to the scratch;
 5. execs ``python -I -B /runner/runner.py`` with the grader's stream as fd 3.
 
 The network namespace has no interface up: no network, and abstract Unix sockets are the
@@ -147,10 +148,10 @@ def build_root(plan: dict[str, Any]) -> None:
     _mount("proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     _mount(new + "/proc/sys", new + "/proc/sys", None, MS_BIND | MS_REC)  # sysctls: read-only
     _mount(None, new + "/proc/sys", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
-    _makedirs(new + "/tmp")
+    _makedirs(new + plan["tmp"])
     owner = ",uid=65534,gid=65534" if plan["nobody"] else ""
     tmp = f"size={int(plan['tmp_bytes'])},mode=0700,nr_inodes=4096{owner}"
-    _mount("tmpfs", new + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, tmp)
+    _mount("tmpfs", new + plan["tmp"], "tmpfs", MS_NOSUID | MS_NODEV, tmp)
     _makedirs(new + "/runner")
     _mount("tmpfs", new + "/runner", "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
     for name in plan["runner_files"]:
@@ -258,7 +259,7 @@ def launch_userns(plan: dict[str, Any]) -> None:
                 _limits(plan)
                 if plan.get("probe"):
                     os._exit(0)
-                _exec_runner(plan, "/runner/runner.py", "/tmp")
+                _exec_runner(plan, "/runner/runner.py", plan["tmp"])
             _wait_and_exit(init)
         except BaseException as e:
             _complain(e)
@@ -298,13 +299,14 @@ def bwrap_args(plan: dict[str, Any]) -> list[str]:
         args += ["--tmpfs", path, "--remount-ro", path]
     args += ["--dev", "/dev", "--remount-ro", "/dev", "--proc", "/proc"]
     args += ["--ro-bind", "/proc/sys", "/proc/sys"]  # the sandbox's own sysctls stay as they are
-    args += ["--size", str(int(plan["tmp_bytes"])), "--perms", "0700", "--tmpfs", "/tmp"]
+    scratch = plan["tmp"]
+    args += ["--size", str(int(plan["tmp_bytes"])), "--perms", "0700", "--tmpfs", scratch]
     if not plan.get("probe"):
         args += ["--ro-bind", plan["runner_copy"], "/runner"]
     args += ["--remount-ro", "/"]  # the new root itself: nothing written there survives
     for key, value in plan["env"].items():
         args += ["--setenv", key, value]
-    args += ["--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp", "--chdir", "/tmp"]
+    args += ["--setenv", "HOME", scratch, "--setenv", "TMPDIR", scratch, "--chdir", scratch]
     if plan["nobody"]:
         args += ["--uid", "65534", "--gid", "65534"]
     if plan.get("probe"):

@@ -112,6 +112,16 @@ def interpreter_paths() -> tuple[list[str], list[str]]:
     return outer, hide
 
 
+def scratch_path(binds: list[str]) -> str:
+    """Where the sandbox's scratch tmpfs goes: ``/tmp``, unless something the sandbox must see
+    lives there (a virtual environment made in the temporary folder, as a course's CI does),
+    since a tmpfs mounted over it would hide it; then a folder of its own at the root."""
+    for candidate in ("/tmp", "/scratch", "/backprop-ninja-scratch"):
+        if not any(_is_under(b, candidate) or _is_under(candidate, b) for b in binds):
+            return candidate
+    raise RuntimeError("no folder for the sandbox's scratch: every candidate is in use")
+
+
 def make_plan(
     mode: Mode,
     control_fd: int,
@@ -129,12 +139,14 @@ def make_plan(
     for key in ("BACKPROP_NINJA_SECCOMP", "BACKPROP_NINJA_NEST"):
         if key in os.environ:
             env[key] = os.environ[key]
+    binds = [p for p in SYSTEM_PATHS if os.path.lexists(p)] + binds
     return {
         "mode": mode,
         "parent": os.getpid(),
         "control_fd": control_fd,
         "python": sys.executable,
-        "binds": [p for p in SYSTEM_PATHS if os.path.lexists(p)] + binds,
+        "binds": binds,
+        "tmp": scratch_path(binds),
         "hide": hide,
         "tmp_bytes": tmp_bytes,
         "nobody": os.geteuid() == 0 and mode != "none",

@@ -1,7 +1,11 @@
 """The grader's side of the sandboxes: a pool of them, each grading one submission at a time.
 
-A :class:`Pool` keeps ``jobs`` sandboxes (each a :mod:`launch`-ed runner). It hands each one a
-bank of case inputs once, then jobs: one submission's answers at a time. The pool watches every
+A :class:`Pool` keeps up to ``jobs`` sandboxes (each a :mod:`launch`-ed runner). It hands each one
+a bank of case inputs once, then jobs: one submission's answers at a time. It starts with one
+sandbox and adds another only once jobs have waited, with every sandbox busy, for as long as a
+sandbox takes to start (importing torch, measured on the first): a class whose distinct answers
+one sandbox runs in less time than that never pays for a second, and a class with more work never
+waits more than twice what it would with every sandbox started at once. The pool watches every
 sandbox's stream in one event loop and yields each answer's :class:`Outcome` as it arrives. A
 sandbox that dies is replaced and its unfinished answers are run again, each alone, once; a
 submission that outlives its time budget (plus a grace) has its sandbox killed and its
@@ -15,6 +19,7 @@ the grader: the pool only reads frames, checks them, and passes bytes on.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import selectors
@@ -38,6 +43,8 @@ LAUNCH = str(SANDBOX_DIR / "launch.py")
 EXIT_CONFINEMENT = 75  # launch.EXIT_CONFINEMENT (launch.py runs as a script; not imported)
 GRACE_SECONDS = 15.0
 """Beyond a submission's budget, how long its sandbox may take before it is killed."""
+FIRST_START_GUESS = 1.0
+"""Seconds a sandbox takes to start, until the first one has been measured."""
 START_SECONDS = 120.0
 """How long a sandbox may take to start (importing torch) before it counts as failed."""
 MAX_FRAME = 1 << 30
@@ -92,6 +99,9 @@ class _Slot:
     oom_kills: int = 0
     dead: bool = False
 
+
+_CGROUP_IDS = itertools.count(1)
+"""Numbers for this process's cgroups: two pools in one grader never pick the same name."""
 
 _probed: dict[str, Confinement] = {}
 
@@ -162,13 +172,24 @@ class Pool:
         self.started = 0
         self.failures = 0
         self.closed = False
+        self.start_cost = FIRST_START_GUESS  # seconds a sandbox took to start, last measured
+        self.backlog_since: float | None = None  # since when jobs wait with no sandbox idle
 
     # -- sandboxes ---------------------------------------------------------------------------
 
     def warm(self) -> None:
-        """Start every sandbox now (they import torch while the grader builds its cases)."""
-        while len(self.slots) < self.jobs:
+        """Start a sandbox now, if none is running (it imports torch while the grader builds
+        its cases); more start as the work asks for them (see the module docstring)."""
+        if not self.slots:
             self._start()
+
+    def _grow_at(self) -> float | None:
+        """When another sandbox should start, if jobs keep waiting (None: not now)."""
+        if len(self.slots) >= self.jobs or self.backlog_since is None:
+            return None
+        if any(not s.ready for s in self.slots):
+            return None  # one is starting already
+        return self.backlog_since + self.start_cost
 
     def _start(self) -> _Slot:
         self.started += 1
@@ -176,7 +197,8 @@ class Pool:
         ours, theirs = socket.socketpair()
         cgroup = None
         if self.confinement.mode != "none":
-            cgroup = MemoryCgroup.create(f"backprop-ninja-{os.getpid()}-{index}")
+            # unique in this process, whatever other pools it runs (names are per grader pid)
+            cgroup = MemoryCgroup.create(f"backprop-ninja-{os.getpid()}-{next(_CGROUP_IDS)}")
         if cgroup is not None:
             cgroup.set_limit(self.limits.memory_bytes + 4 * 2**30)  # torch first; set at ready
         scratch = ""
@@ -269,8 +291,13 @@ class Pool:
         while queue:
             idle = [s for s in self.slots if s.ready and s.job is None and not s.dead]
             if not idle:
-                if len(self.slots) < self.jobs:
+                now = time.monotonic()
+                if self.backlog_since is None:
+                    self.backlog_since = now
+                grow = self._grow_at()
+                if not self.slots or (grow is not None and now >= grow):
                     self._start()
+                    self.backlog_since = now
                 return
             slot, job = idle[0], queue.popleft()
             if not job.tasks:
@@ -279,6 +306,7 @@ class Pool:
                 self._send(slot, job)
             except OSError:
                 self._failed(slot, queue, ready, "the sandbox stopped")
+        self.backlog_since = None
 
     def _send(self, slot: _Slot, job: Job) -> None:
         if job.bank not in slot.banks:
@@ -304,6 +332,9 @@ class Pool:
         now = time.monotonic()
         deadlines = [s.deadline for s in self.slots if s.job is not None]
         deadlines += [s.started + START_SECONDS for s in self.slots if not s.ready]
+        grow = self._grow_at() if queue else None
+        if grow is not None:
+            deadlines.append(grow)
         timeout = max(0.0, min(deadlines) - now) if deadlines else None
         for key, _ in self.selector.select(timeout):
             kind, slot = key.data
@@ -348,6 +379,7 @@ class Pool:
         op = header.get("op")
         if op == "ready":
             slot.ready = True
+            self.start_cost = max(0.05, time.monotonic() - slot.started)
             self.failures = 0
             if slot.cgroup is not None:  # the runner's own memory, plus what answers may use
                 slot.cgroup.set_limit(slot.cgroup.usage() + self.limits.memory_bytes + 2**26)
