@@ -289,15 +289,18 @@ def test_the_buggy_example_is_the_release_with_typical_slips() -> None:
 
 @pytest.mark.parametrize(
     ("exercise", "key"),
-    [(e, k) for e in EXERCISES for k in ("source", "release", "solution", "buggy")],
+    [
+        (e, k)
+        for e in EXERCISES
+        for k in ("source", "release", "solution", "buggy")
+        if k != "buggy" or e in BUGGY_ANSWERS  # only Exercise 1 has a buggy example
+    ],
 )
 def test_committed_notebooks_equal_a_fresh_build(
     exercise: str, key: str, built: tuple[Path, Path]
 ) -> None:
     root, _ = built
     path = paths(EXERCISES[exercise])[key]
-    if key == "buggy" and exercise not in BUGGY_ANSWERS:
-        pytest.skip(f"{exercise} has no buggy example")
     committed, fresh = read(REPO_ROOT / path), read(root / path)
     assert committed.metadata == fresh.metadata
     assert content(committed) == content(fresh), (

@@ -3,6 +3,7 @@
     backprop-ninja grade PATH... [--json FILE] [--gradescope FILE] [--seed N] [--jobs N]
                                  [--resume] [--shard K/N] [--sandbox MODE] [--cache DIR]
     backprop-ninja merge PART.json... -o results.json
+    backprop-ninja gradescope-autograder -o autograder.zip [--assignment A] [--seed N]
     backprop-ninja report RESULTS.json -o report.html [--per-student DIR]
     backprop-ninja data [--path FILE]
     backprop-ninja build

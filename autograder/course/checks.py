@@ -17,6 +17,10 @@ source of :mod:`autograder.core.portable` (so it needs only torch), with the exe
    (not under ``nbgrader autograde``, where the hidden tests decide the points).
 
 Every message is the kit's own (:mod:`autograder.diagnoses.messages`), carried as data.
+
+Why one module of this length: its notebook part is carried verbatim in one locked cell, so it
+must be self-contained source, and the grader-side helpers that prepare its data sit beside the
+code that reads it.
 """
 
 from __future__ import annotations

@@ -22,6 +22,9 @@ Evidence comes from the answers themselves, compared with the reference across t
 
 Exactly one diagnosis comes from steps 3-6, after those of step 2; ``dtype-mismatch`` is added
 last as a note and never fails a step by itself.
+
+Why one module of this length: the order above is the design; it reads top to bottom as one
+decision, each step a short function, and splitting it would scatter that order.
 """
 
 from __future__ import annotations

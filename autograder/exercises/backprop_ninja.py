@@ -5,6 +5,9 @@ with Bessel's correction, the cross-entropy written out as softmax, log and mean
 steps asks for the gradient of one variable, from ``dlogprobs`` down to ``dC``; the consumers of a
 step are the lines that read its variable directly, so each term of a step's gradient is one
 line's local vector-Jacobian product.
+
+Why one module of this length: it is data, the 26 steps' explanations and model answers, one
+exercise in one place.
 """
 
 from __future__ import annotations

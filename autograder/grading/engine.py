@@ -14,6 +14,10 @@ sandbox; every later one with the same key gets the same outcome, judged against
 (an error's line number is translated into its own cell's lines). With ``cache`` set, outcomes
 are also kept on disk for the next run with the same seed and kit version
 (:mod:`autograder.grading.cache`).
+
+Why one module of this length: the grader's loop (deduplication, scheduling, sharing outcomes)
+and the verdict it builds change together; parsing, comparing, diagnosing and the sandboxes live
+in their own modules.
 """
 
 from __future__ import annotations

@@ -14,6 +14,9 @@ assignment ``a, b = x, y`` counts as one statement per name). For each one:
 :func:`render` turns statements back into source with names rewritten (``w1`` -> ``W1``) by
 splicing the original text at each name's position: comments, spacing and line breaks inside a
 statement stay the learner's own.
+
+Why one module of this length: the statement model and the data-flow rules above are one
+concept (what a statement binds, changes and reads), applied to every kind of statement.
 """
 
 from __future__ import annotations

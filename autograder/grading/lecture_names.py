@@ -19,6 +19,9 @@ theirs to ours:
    call compares with a forward tensor (the lecture's check, found in code, never in comments);
    else ``d`` and the learner's own name of the variable (``dbndiffsq``), or a common spelling
    (``dL_dlogits``, ``logits_grad``).
+
+Why one module of this length: the unification of forward lines and the naming rules above work
+on the same partial mapping, one concept.
 """
 
 from __future__ import annotations

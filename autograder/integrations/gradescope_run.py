@@ -28,6 +28,9 @@ A submission that cannot be graded (no notebook, several, an unreadable file, an
 notebook) gets score 0 and the reason in words; a failure of the grader itself gets score 0, a
 sentence for the student and the traceback in the log (``/autograder/results/stdout``, which
 students do not see: ``stdout_visibility`` is ``hidden``).
+
+Why one module of this length: ``run_autograder`` executes this file as a script, in both roles,
+so each role's code and the contract between them stay in one file.
 """
 
 from __future__ import annotations

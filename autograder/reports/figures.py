@@ -5,6 +5,9 @@ pages embed it as a ``data:`` image, so a page needs no network, no fonts (text 
 and no script to show its figures. Figures are built on ``matplotlib.figure.Figure`` directly,
 never through pyplot, so no GUI backend or global figure state is involved, and the output is
 deterministic (fixed id salt, no date).
+
+Why one module of this length: every figure follows the same conventions (one ``Figure``, SVG
+text, the report's palette), and they are kept together so they stay consistent.
 """
 
 from __future__ import annotations

@@ -14,6 +14,9 @@ replaced. An outcome that depends on the rest of its submission (a spent budget,
 sandbox) says so (``Outcome.own`` is False): the grader must not give it to another
 submission's identical answer. Nothing a submission does reaches another submission, the pool, or
 the grader: the pool only reads frames, checks them, and passes bytes on.
+
+Why one module of this length: the event loop above, its failure handling and its scheduling
+share one state (the sandboxes and their jobs).
 """
 
 from __future__ import annotations

@@ -37,6 +37,10 @@ That changes its own answers only; the confinement above is what holds for every
 
 **Answers** are encoded as bytes: a JSON header (one record per case) and the raw bytes of each
 answer tensor. The grader validates every field and never unpickles anything.
+
+Why one module of this length: it is copied into every sandbox and may import nothing of the
+kit (only :mod:`wire` and :mod:`seccomp`, copied beside it), so the runner, supervisor,
+namespaces and poisoning it needs live here.
 """
 
 from __future__ import annotations
