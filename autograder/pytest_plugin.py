@@ -41,7 +41,7 @@ def graded(config: pytest.Config) -> tuple[int, SubmissionResult]:
     if path is None:
         raise pytest.UsageError("the backprop-ninja suite needs --submission PATH (a notebook)")
     if path not in _graded:
-        from .grading.engine import Grader
+        from .engine.grader import Grader
 
         grader = Grader(seed=config.getoption("bn_seed"))
         try:

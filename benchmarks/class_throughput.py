@@ -77,8 +77,8 @@ def answer_pools() -> dict[str, list[str]]:
 
 def realistic_class(folder: Path, n: int) -> int:
     """Write ``n`` notebooks; returns the number of distinct (step, answer) pairs."""
+    from autograder.engine.grader import normalise
     from autograder.exercises import DEFAULT
-    from autograder.grading.engine import normalise
 
     rng = random.Random(SEED)
     pools = answer_pools()
@@ -110,9 +110,10 @@ def floor_seconds(folder: Path) -> float:
     import torch.nn.functional as F
 
     from autograder.core.cases import build
+    from autograder.engine.grader import normalise
     from autograder.exercises import DEFAULT
-    from autograder.grading.engine import normalise
-    from autograder.grading.submission import is_stub, load_submission
+    from autograder.grading.loading import load_submission
+    from autograder.grading.submission import is_stub
 
     cases = build(DEFAULT, 1)
     distinct: dict[tuple[str, str], str] = {}

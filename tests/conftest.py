@@ -1,6 +1,6 @@
 """Shared fixtures of the kit's tests.
 
-One :class:`~autograder.grading.engine.Grader` serves the whole session (``grader``): building
+One :class:`~autograder.engine.grader.Grader` serves the whole session (``grader``): building
 one starts its sandboxes and the hidden cases, and a test that grades answers only needs one
 that is already running. Tests that must see a fresh grader (a seed of their own, limits of
 their own) build one and close it.
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.grading.engine import Grader
+from autograder.engine.grader import Grader
 from autograder.grading.results import StepResult
 from autograder.sandbox.limits import Limits
 

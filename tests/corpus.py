@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from autograder.engine.grader import Grader
 from autograder.exercises import DEFAULT
-from autograder.grading.engine import Grader
 from autograder.grading.results import StepResult
 
 

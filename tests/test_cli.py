@@ -16,7 +16,7 @@ import pytest
 
 from autograder.cli import main
 from autograder.cli.grade import batch_table, shard_of, step_table
-from autograder.grading.engine import Grader
+from autograder.engine.grader import Grader
 from autograder.integrations.gradescope import gradescope_json
 
 from .notebooks import SCATTER_BUG_CODE, make_notebook

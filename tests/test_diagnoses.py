@@ -22,8 +22,8 @@ from autograder.diagnoses.evidence import (
     size_literals,
 )
 from autograder.diagnoses.messages import CODES, TEXT
+from autograder.engine.grader import Grader
 from autograder.exercises import DEFAULT
-from autograder.grading.engine import Grader
 from autograder.grading.results import Diagnosis, StepResult
 from autograder.sandbox.limits import Outcome
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from autograder.engine.grader import Grader, normalise, translate_line
 from autograder.exercises import DEFAULT
-from autograder.grading.engine import Grader, normalise, translate_line
 from autograder.grading.results import dumps
 
 from .conftest import LIMITS

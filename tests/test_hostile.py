@@ -30,8 +30,8 @@ import nbformat
 import psutil
 import pytest
 
+from autograder.engine.grader import Grader
 from autograder.exercises import DEFAULT as EX
-from autograder.grading.engine import Grader
 from autograder.grading.results import StepResult, SubmissionResult, run_from_json
 from autograder.sandbox.limits import Limits
 

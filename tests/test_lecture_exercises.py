@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from autograder.engine.grader import Grader
 from autograder.exercises import EXERCISES, Exercise
-from autograder.grading.engine import Grader
+from autograder.grading.loading import load_submission
 from autograder.grading.results import StepResult
-from autograder.grading.submission import load_submission
 
 from .corpus import Answer
 from .corpus_lecture import RIGHT, WRONG

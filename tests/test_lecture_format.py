@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from autograder.engine.grader import Grader
 from autograder.exercises import BACKPROP_NINJA
-from autograder.grading.engine import Grader
 from autograder.grading.lecture import read_lecture
+from autograder.grading.loading import load_submission, load_submissions
 from autograder.grading.results import SubmissionResult
-from autograder.grading.submission import load_submission, load_submissions
 
 from .lecture_notebooks import (
     CASES,

@@ -24,8 +24,8 @@ from nbgrader.utils import compute_checksum, determine_grade, is_grade
 from traitlets.config import Config
 from traitlets.config.loader import PyFileConfigLoader
 
-from autograder.grading import engine
-from autograder.grading.engine import Grader
+from autograder.engine import grader as engine
+from autograder.engine.grader import Grader
 from autograder.integrations.nbgrader_feedback import (
     FEEDBACK_TEMPLATE_NAME,
     PAGE_CELL_ID,

@@ -26,8 +26,8 @@ from autograder.core.model import lecture_graph
 from autograder.course import templates
 from autograder.course.build import BUGGY_ANSWERS, BuildError, build, generate, paths
 from autograder.course.notebook import source_notebook
+from autograder.engine.grader import Grader
 from autograder.exercises import DEFAULT, EXERCISES, Exercise
-from autograder.grading.engine import Grader
 from autograder.grading.results import StepResult
 
 from .corpus import RIGHT, WRONG

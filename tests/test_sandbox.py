@@ -33,10 +33,10 @@ import psutil
 import pytest
 import torch
 
+from autograder.engine.grader import Grader
 from autograder.exercises import DEFAULT as EX
 from autograder.grading.answers import parse_payload
 from autograder.grading.compare import RTOL
-from autograder.grading.engine import Grader
 from autograder.sandbox import memory, plan, seccomp, wire
 from autograder.sandbox.limits import Limits, Outcome
 from autograder.sandbox.plan import KIT_DIR, RUNNER_FILES, SYSTEM_PATHS, interpreter_paths
@@ -863,7 +863,7 @@ def test_a_grader_killed_outright_takes_its_sandboxes_along(
     """SIGKILL leaves no chance to clean up: each sandbox's launcher dies with its parent."""
     code = (
         "import sys, time\nsys.path.insert(0, sys.argv[1])\n"
-        "from autograder.grading.engine import Grader\n"
+        "from autograder.engine.grader import Grader\n"
         "from autograder.sandbox.limits import Limits\n"
         "g = Grader(seed=1, limits=Limits(), jobs=2)\n"
         "g.pool.warm()\nprint('up', g.pool.copy, flush=True)\ntime.sleep(600)\n"

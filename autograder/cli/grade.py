@@ -173,7 +173,7 @@ def grade_command(args: argparse.Namespace) -> int:
     except SandboxUnavailable as e:
         err.print(f"backprop-ninja grade: {e}")
         return 1
-    from ..grading.engine import Grader  # imports torch: only when grading
+    from ..engine.grader import Grader  # imports torch: only when grading
 
     try:
         grader = Grader(seed=seed, pool=pool, cache=args.cache)

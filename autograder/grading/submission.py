@@ -3,8 +3,8 @@
 A kit notebook's answers are the code cells whose nbgrader ``grade_id`` is a step's name; which
 exercise the notebook belongs to is written in its metadata (``backprop_ninja.exercise``) by the
 kit, and otherwise recognised from its grade ids. A notebook in the lecture's own format has no
-grade ids at all; :mod:`autograder.grading.lecture` reads those, and :func:`load_submissions`
-hands a notebook to the right reader.
+grade ids at all; :mod:`autograder.grading.lecture` reads those, and
+:func:`autograder.grading.loading.load_submissions` hands a notebook to the right reader.
 
 Nothing here executes anything. A file that is not a readable notebook is a submission error; a
 missing, renamed or duplicated answer cell costs only its own step, with a reason.
@@ -157,32 +157,6 @@ def extract_answers(nb: dict[str, Any], path: Path, exercise: Exercise | None = 
             sub.answers[step.name] = cells[0][1]
             sub.where[step.name] = f"cell {cells[0][0]}"
     return sub
-
-
-def load_submissions(path: Path) -> list[Submission]:
-    """Read ``path`` and extract its answers: one submission for a kit notebook; for a notebook
-    in the lecture's own format (no grade id names a step, and it holds the lecture's forward
-    pass), Exercise 1's and then one for each other exercise it answers (see
-    :mod:`autograder.grading.lecture`). Raises SubmissionError if it is not a notebook."""
-    nb = read_notebook(path)
-    if exercise_of(nb) is None:
-        from .lecture import read_lecture  # it builds on this module
-
-        try:
-            found = read_lecture(nb, path)
-        except (RecursionError, MemoryError, ValueError) as e:  # code too deep or too odd
-            raise SubmissionError(
-                f"the notebook's code could not be followed ({type(e).__name__}); "
-                "simplify its most deeply nested expressions"
-            ) from None
-        if found:
-            return found
-    return [extract_answers(nb, path)]
-
-
-def load_submission(path: Path) -> Submission:
-    """The first of :func:`load_submissions` (for a lecture notebook, its Exercise 1)."""
-    return load_submissions(path)[0]
 
 
 def find_notebooks(paths: list[Path]) -> list[Path]:

@@ -7,7 +7,7 @@ scratch folder, starts a child, reads back what the child wrote, and writes the 
 It never runs, imports or parses the student's code; it only reads back a file of results.
 
 The **child** is the kit's grader, started with an empty environment: it reads the notebook,
-works out the exercise, and grades it with :class:`~autograder.grading.engine.Grader` in its
+works out the exercise, and grades it with :class:`~autograder.engine.grader.Grader` in its
 sandboxes. Which child, per the bundle's sandbox policy (:class:`Settings`, :func:`attempts`):
 
 - ``fallback`` (the default): a child as the unprivileged user (``nobody``) with a sandbox (user
@@ -51,6 +51,7 @@ from typing import Any
 
 from .. import __version__
 from ..exercises import EXERCISES
+from ..grading.loading import load_submissions
 from ..grading.results import RunResult, run_from_json, write_json
 from ..grading.submission import (
     METADATA_KEY,
@@ -58,7 +59,6 @@ from ..grading.submission import (
     SubmissionError,
     exercise_of,
     extract_answers,
-    load_submissions,
     read_notebook,
 )
 from .gradescope import failure_json, gradescope_json
@@ -350,7 +350,7 @@ def child(notebook: str, out: Path, settings: Settings, mode: str = "confined") 
     """Grade one notebook and write ``out``: ``{"run", "confinement", "why", "note"}``;
     ``{"refused"}`` when the notebook cannot be graded (the student's words in it);
     ``{"no-sandbox"}`` when ``mode`` is ``confined`` and no sandbox can be set up here."""
-    from ..grading.engine import Grader
+    from ..engine.grader import Grader
     from ..sandbox.limits import Limits
     from ..sandbox.pool import SandboxUnavailable
 

@@ -33,12 +33,12 @@ from typing import TYPE_CHECKING
 from ..reports.text import failure_text, verdict_line
 
 if TYPE_CHECKING:
-    from ..grading.engine import Grader
+    from ..engine.grader import Grader
     from ..grading.submission import Submission
 
 
 def _get_grader() -> Grader:
-    from ..grading.engine import shared_grader
+    from ..engine.grader import shared_grader
     from ..sandbox.limits import Limits
 
     env = os.environ.get("BACKPROP_NINJA_SEED", "").strip()

@@ -8,7 +8,7 @@ holding a number is the partial credit, else the cell gets full points.
 
 :class:`GradeWithKit` stands where nbgrader's ``Execute`` stands in that list. It starts no
 kernel and runs no cell: it reads each step's answer cell by its grade_id (the step's name),
-grades the answers with :class:`autograder.grading.engine.Grader` in the kit's sandboxes, and
+grades the answers with :class:`autograder.engine.grader.Grader` in the kit's sandboxes, and
 writes each ``test_<name>`` grade cell's outputs:
 
 1. a ``stream`` (stdout) with the verdict and the diagnoses, in the words of
@@ -196,7 +196,7 @@ class GradeWithKit(NbGraderPreprocessor):
     def preprocess(
         self, nb: NotebookNode, resources: ResourcesDict
     ) -> tuple[NotebookNode, ResourcesDict]:
-        from ..grading.engine import shared_grader  # torch: only once grading starts
+        from ..engine.grader import shared_grader  # torch: only once grading starts
 
         limits = Limits(step_seconds=float(self.timeout))
         grader = shared_grader(self._seed(), limits, int(self.jobs), str(self.sandbox))

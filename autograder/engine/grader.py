@@ -38,14 +38,15 @@ from ..core import training
 from ..core.cases import Case, build
 from ..diagnoses.diagnose import Evidence, blame_gradients, diagnose, wrong_rows
 from ..exercises import DEFAULT, Exercise, Step
+from ..grading.answers import Answer, PayloadError, encode_bank, parse_payload
+from ..grading.cache import OutcomeCache
+from ..grading.compare import compare
+from ..grading.loading import load_submissions
+from ..grading.plain import is_plain
+from ..grading.results import CaseResult, RowReport, RunResult, StepResult, SubmissionResult
+from ..grading.submission import Submission, SubmissionError, is_stub
 from ..sandbox.limits import Limits, Outcome
 from ..sandbox.pool import Job, Pool, Task
-from .answers import Answer, PayloadError, encode_bank, parse_payload
-from .cache import OutcomeCache
-from .compare import compare
-from .plain import is_plain
-from .results import CaseResult, RowReport, RunResult, StepResult, SubmissionResult
-from .submission import Submission, SubmissionError, is_stub, load_submissions
 
 AnswerKey = tuple[str, str, str]
 """(exercise id, step name, normalised code): answers with one key are graded once."""

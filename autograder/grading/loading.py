@@ -1,0 +1,37 @@
+"""A notebook file to the submissions it holds: the kit's own format or the lecture's.
+
+:mod:`autograder.grading.submission` reads a kit notebook (answers by grade id) and defines what
+a submission is; :mod:`autograder.grading.lecture` reads a notebook in the lecture's own format
+and builds on it. This module sits above both and hands each notebook to the right one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .lecture import read_lecture
+from .submission import Submission, SubmissionError, exercise_of, extract_answers, read_notebook
+
+
+def load_submissions(path: Path) -> list[Submission]:
+    """Read ``path`` and extract its answers: one submission for a kit notebook; for a notebook
+    in the lecture's own format (no grade id names a step, and it holds the lecture's forward
+    pass), Exercise 1's and then one for each other exercise it answers (see
+    :mod:`autograder.grading.lecture`). Raises SubmissionError if it is not a notebook."""
+    nb = read_notebook(path)
+    if exercise_of(nb) is None:
+        try:
+            found = read_lecture(nb, path)
+        except (RecursionError, MemoryError, ValueError) as e:  # code too deep or too odd
+            raise SubmissionError(
+                f"the notebook's code could not be followed ({type(e).__name__}); "
+                "simplify its most deeply nested expressions"
+            ) from None
+        if found:
+            return found
+    return [extract_answers(nb, path)]
+
+
+def load_submission(path: Path) -> Submission:
+    """The first of :func:`load_submissions` (for a lecture notebook, its Exercise 1)."""
+    return load_submissions(path)[0]
