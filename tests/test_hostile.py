@@ -34,6 +34,7 @@ from autograder.engine.grader import Grader
 from autograder.exercises import DEFAULT as EX
 from autograder.grading.results import StepResult, SubmissionResult, run_from_json
 from autograder.sandbox.limits import Limits
+from autograder.sandbox.plan import scratch_folder
 
 from .notebooks import make_notebook
 from .unprivileged import (
@@ -138,8 +139,11 @@ db2 = next(
 )
 """
 
-STASH = "import torch as t\nt.save({'probs': probs, 'counts': counts}, '/tmp/stash.pt')"
-READ_STASH = "tag = {tag!r}\ndprobs = torch.load('/tmp/stash.pt')['probs']"
+SCRATCH = scratch_folder()
+"""The submission's scratch (``/tmp`` unless the interpreter lives there)."""
+
+STASH = f"import torch as t\nt.save({{'probs': probs, 'counts': counts}}, '{SCRATCH}/stash.pt')"
+READ_STASH = f"tag = {{tag!r}}\ndprobs = torch.load('{SCRATCH}/stash.pt')['probs']"
 
 CLOSE_AND_HANG = "import os, time\nos.closerange(3, 4096)\ntime.sleep(1e9)"
 
@@ -171,7 +175,7 @@ HOSTILE: dict[str, dict[str, str]] = {
         "dprobs": "import os\nif os.fork() == 0:\n    x = bytearray(2**33)",
         "dh": "import mmap\nm = mmap.mmap(-1, 2**34)\nm[-1] = 1",
         "dW2": "open('/dev/shm/x', 'wb').write(b'x' * 2**30)",
-        "db2": "open('/tmp/big', 'wb').write(b'x' * 2**29)",
+        "db2": f"open('{SCRATCH}/big', 'wb').write(b'x' * 2**29)",
     },
     "spawns": {
         "dW2": "import os, time\nif os.fork() == 0:\n    time.sleep(1e9)",

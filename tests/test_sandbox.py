@@ -62,11 +62,21 @@ BUDGET = Limits(step_seconds=1.0, budget_seconds=3.0)
 
 SECRET_ENV = "BACKPROP_NINJA_TEST_SECRET"
 
+SCRATCH = plan.scratch_folder()
+"""The submission's scratch: ``/tmp``, or ``/scratch`` where this interpreter lives under
+``/tmp`` (a checkout or venv in the temporary folder). The probes say ``/tmp`` and are moved
+there by :func:`in_scratch`."""
+
+
+def in_scratch(code: str) -> str:
+    """``code`` with its ``/tmp`` paths in the sandbox's scratch."""
+    return code.replace("/tmp", SCRATCH)
+
 
 # ---------------------------------------------------------------------------------------------
 # probes (answer code; ``@NAME@`` is replaced by a JSON value)
 
-FACTS = r"""
+FACTS = in_scratch(r"""
 import errno, json, os, resource, socket, sys
 
 def attempt(f):
@@ -131,7 +141,7 @@ F["ctypes"] = attempt(lambda: __import__("ctypes"))
 F["rlimit_as"] = resource.getrlimit(resource.RLIMIT_AS)[0]
 F["scratch_write"] = attempt(lambda: open("/tmp/ok", "w").write("x"))
 dprobs = torch.tensor(list(json.dumps(F).encode()), dtype=torch.uint8)
-"""
+""")
 """What a submission sees and may do, sent back as the bytes of a uint8 tensor."""
 
 REACH = r"""
@@ -180,7 +190,7 @@ dW2 = torch.cat(parts)
 frames, their locals and globals, every module, recursively; sent back flattened as
 ``[0, numel, values..., numel, values...]``."""
 
-TRAP = r"""
+TRAP = in_scratch(r"""
 import os
 os.makedirs("/tmp/a/b/c", exist_ok=True)
 open("/tmp/a/b/c/stash", "w").write("for the next submission")
@@ -197,16 +207,16 @@ os.chdir("/tmp")
 os.chmod("/tmp/a/b/c", 0)
 os.chmod("/tmp/a", 0)
 dprobs = (1.0 / probs) * dlogprobs
-"""
+""")
 """Leaves a tree in the scratch that a naive cleanup cannot remove (no permissions, a symlink
 loop, a fifo, 300 levels)."""
 
-LOOK = r"""
+LOOK = in_scratch(r"""
 import os
 dprobs = (1.0 / probs) * dlogprobs
 if os.listdir("/tmp"):
     raise RuntimeError(f"found {os.listdir('/tmp')}")
-"""
+""")
 
 LOOP = "x = {tag!r}\nwhile True:\n    pass"
 
@@ -380,8 +390,10 @@ ORDINARY: dict[str, tuple[str, str]] = {
     ),
     "float64-and-scratch": (
         "dprobs",
-        "torch.save(probs, '/tmp/p.pt')\np = torch.load('/tmp/p.pt')\n"
-        "dprobs = ((1.0 / p.double()) * dlogprobs.double()).float()",
+        in_scratch(
+            "torch.save(probs, '/tmp/p.pt')\np = torch.load('/tmp/p.pt')\n"
+            "dprobs = ((1.0 / p.double()) * dlogprobs.double()).float()"
+        ),
     ),
     "ops-by-name": (
         "dprobs",
@@ -399,7 +411,7 @@ def _allowed_children() -> dict[str, set[str]]:
     """For each folder on the way to a path the sandbox binds, the entries it may show."""
     binds, _ = interpreter_paths()
     allowed: dict[str, set[str]] = {}
-    for path in [*SYSTEM_PATHS, *binds, "/runner", "/tmp", "/dev", "/proc"]:
+    for path in [*SYSTEM_PATHS, *binds, "/runner", SCRATCH, "/dev", "/proc"]:
         parts = Path(path).parts
         for i in range(1, len(parts)):
             allowed.setdefault(str(Path(*parts[:i])), set()).add(parts[i])
@@ -479,7 +491,7 @@ MEMORY = Limits(step_seconds=30.0, budget_seconds=90.0, memory_bytes=128 * 2**20
 MEMORY = Limits(**{**MEMORY.__dict__, "tmp_bytes": 512 * 2**20})
 """An answer may add 128 MiB; its scratch may hold 512 MiB, more than the sandbox may."""
 
-FILL = (
+FILL = in_scratch(
     "for i in range(80):\n    open(f'/tmp/f{i}', 'wb').write(b'x' * 2**23)\n"
     "dprobs = (1.0 / probs) * dlogprobs"
 )
@@ -541,7 +553,7 @@ def explore(mode: str) -> dict[str, Any]:
         facts = _fill(
             FACTS,
             HIDDEN=[str(course), str(KIT_DIR), str(REPO_ROOT / "tests"), unix_path, home + "/.ssh"],
-            LISTED=[str(REPO_ROOT), home, "/etc", "/tmp"],
+            LISTED=sorted({str(REPO_ROOT), home, "/etc", "/tmp", SCRATCH}),
             WRITES=[
                 "/x",
                 "/usr/x",
@@ -658,12 +670,12 @@ def test_the_filesystem_is_the_interpreter_read_only_and_a_private_scratch(
     bwrap = {"ptmx", "pts", "tty", "core", "shm"}  # its own pty, a link to kcore, read-only shm
     assert devices | links <= set(f["dev"]) <= devices | links | bwrap
     for folder, entries in f["listdir"].items():
-        if folder == "/tmp":
+        if folder == SCRATCH:
             continue
         if isinstance(entries, list):  # what shows of a folder is only the way to a bind
             assert set(entries) <= set(allowed.get(folder, [])), folder
-    assert f["tmp_at_start"] == [] == f["listdir"]["/tmp"]
-    assert f["home"] == f["cwd"] == "/tmp"
+    assert f["tmp_at_start"] == [] == f["listdir"][SCRATCH]
+    assert f["home"] == f["cwd"] == SCRATCH
     assert f["scratch_write"] == "ok"
     for path, result in f["write"].items():
         assert result.split(":")[0] in ("OSError", "PermissionError"), (path, result)

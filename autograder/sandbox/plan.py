@@ -122,6 +122,17 @@ def scratch_path(binds: list[str]) -> str:
     raise RuntimeError("no folder for the sandbox's scratch: every candidate is in use")
 
 
+def sandbox_binds() -> list[str]:
+    """Every path the sandbox shows read-only: the system's folders, then the interpreter's."""
+    return [p for p in SYSTEM_PATHS if os.path.lexists(p)] + interpreter_paths()[0]
+
+
+def scratch_folder() -> str:
+    """The scratch a submission finds (its ``$TMPDIR``, ``$HOME`` and working folder) for this
+    interpreter: ``/tmp`` unless the interpreter lives there (see :func:`scratch_path`)."""
+    return scratch_path(sandbox_binds())
+
+
 def make_plan(
     mode: Mode,
     control_fd: int,
@@ -131,7 +142,7 @@ def make_plan(
     scratch: str = "",
 ) -> dict[str, Any]:
     """The JSON plan :mod:`launch` reads (see its docstring)."""
-    binds, hide = interpreter_paths()
+    _, hide = interpreter_paths()
     env = {k: os.environ[k] for k in ENV_KEPT if k in os.environ}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
@@ -139,7 +150,7 @@ def make_plan(
     for key in ("BACKPROP_NINJA_SECCOMP", "BACKPROP_NINJA_NEST"):
         if key in os.environ:
             env[key] = os.environ[key]
-    binds = [p for p in SYSTEM_PATHS if os.path.lexists(p)] + binds
+    binds = sandbox_binds()
     return {
         "mode": mode,
         "parent": os.getpid(),
