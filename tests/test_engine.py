@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import nbformat
@@ -216,3 +217,18 @@ def test_a_cache_makes_the_second_run_run_nothing_and_a_foreign_entry_is_ignored
         g.close()
     assert [s.passed for s in first.steps] == [s.passed for s in second.steps]
     assert [d.code for d in second.step("dh").diagnoses] == ["wrong-scale"]
+
+
+def test_a_large_answer_is_judged_then_forgotten_and_a_small_one_kept(grader: Grader) -> None:
+    """An answer's tensors are kept for later submissions with the same answer only when small
+    (every true answer is); a hostile class of large ones cannot pile up in the grader."""
+    step = EX.step("dprobs")
+    large = "dprobs = torch.zeros(2**16)"  # 256 KiB a case: over KEEP_BYTES in all
+    small = "dprobs = torch.zeros(3)"
+    for code, runs in ((large, 2), (small, 1)):
+        before = grader.executed
+        first, second = (grader.grade_code(EX, step, code) for _ in range(2))
+        assert grader.executed - before == runs, code
+        assert replace(first, seconds=0) == replace(second, seconds=0)
+        assert not first.passed
+        assert first.diagnoses[0].code == "shape-mismatch"

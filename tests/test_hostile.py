@@ -33,6 +33,7 @@ import pytest
 from autograder.engine.grader import Grader
 from autograder.exercises import DEFAULT as EX
 from autograder.grading.results import StepResult, SubmissionResult, run_from_json
+from autograder.reports.text import diagnoses_text
 from autograder.sandbox.limits import Limits
 from autograder.sandbox.plan import scratch_folder
 
@@ -145,6 +146,29 @@ SCRATCH = scratch_folder()
 STASH = f"import torch as t\nt.save({{'probs': probs, 'counts': counts}}, '{SCRATCH}/stash.pt')"
 READ_STASH = f"tag = {{tag!r}}\ndprobs = torch.load('{SCRATCH}/stash.pt')['probs']"
 
+FORGE = """
+import json, os, struct
+records = [dict({record}, case=name) for name in {names!r}]
+head = json.dumps({{"cases": records}}).encode() + {extra!r}
+data = struct.pack("<Q", len(head)) + head + {blobs!r}
+os.write(3, struct.pack("<QQ", 0, len(data)) + data)
+os._exit(0)
+"""
+"""Writes a result frame of its own on the result pipe (fd 3), then exits: the grader must take
+whatever it says as untrusted bytes."""
+
+CASE_NAMES = [c.name for c in EX.cases]
+
+
+def forge(record: str, blobs: bytes = b"", extra: bytes = b"") -> str:
+    """An answer that forges its result: ``record`` (a dict's source) for every case."""
+    return FORGE.format(record=record, names=CASE_NAMES, blobs=blobs, extra=extra)
+
+
+ESCAPES = "raise ValueError('\\x1b]0;PWNED\\x07\\x1b[2J\\ud800\\r')"
+"""An error message with terminal escapes (retitle, clear), a carriage return and a lone
+surrogate."""
+
 CLOSE_AND_HANG = "import os, time\nos.closerange(3, 4096)\ntime.sleep(1e9)"
 
 HOSTILE: dict[str, dict[str, str]] = {
@@ -216,6 +240,16 @@ HOSTILE: dict[str, dict[str, str]] = {
     "scratch": {"dlogprobs": STASH, "dprobs": READ_STASH.format(tag="scratch")},
     "neighbour": {"dprobs": READ_STASH.format(tag="neighbour")},
     "loops": {s.name: f"tag = {s.name!r}\nwhile True:\n    pass" for s in EX.steps},
+    "forgeries": {
+        "dlogprobs": forge("{'kind': 'number', 'number': 10**400}"),
+        "dprobs": forge(
+            "{'kind': 'tensor', 'dtype': ['float32'], 'shape': [1], 'nbytes': 4}",
+            blobs=b"\0" * 4 * len(CASE_NAMES),
+        ),
+        "dcounts_sum_inv": forge("{'kind': ['tensor']}"),
+        "dcounts_sum": forge("{'kind': 'missing'}", extra=b" " + b"[" * 50_000),
+    },
+    "escapes": {"dlogprobs": ESCAPES},
     "nan": {
         "dprobs": "dprobs = torch.full_like(probs, float('nan'))",
         "dh": "dh = torch.full_like(h, float('inf'))",
@@ -253,6 +287,14 @@ def _without_answer_cells(path: Path) -> Path:
     return path
 
 
+def _with_odd_metadata(path: Path) -> Path:
+    """The solution, its notebook metadata naming the exercise with a dict, not a string."""
+    nb = json.loads(path.read_text())
+    nb["metadata"]["backprop_ninja"] = {"exercise": {"id": "backprop_ninja"}}
+    path.write_text(json.dumps(nb))
+    return path
+
+
 def write_batch(folder: Path) -> list[Path]:
     """The notebooks and broken files of the batch, the clean one first."""
     paths = [make_notebook(folder / "clean.ipynb")]
@@ -262,6 +304,7 @@ def write_batch(folder: Path) -> list[Path]:
         (folder / f"{name}.ipynb").write_bytes(content)
         paths.append(folder / f"{name}.ipynb")
     paths.append(_without_answer_cells(make_notebook(folder / "no-answer-cells.ipynb")))
+    paths.append(_with_odd_metadata(make_notebook(folder / "odd-metadata.ipynb")))
     for path in paths:
         path.chmod(0o644)
     return paths
@@ -375,7 +418,7 @@ def test_the_clean_notebook_in_the_hostile_batch_scores_full_marks(batch: dict[s
 def test_every_file_has_exactly_one_result_and_the_run_is_strict_json(
     batch: dict[str, Any],
 ) -> None:
-    expected = {"clean", *HOSTILE, *BROKEN, "no-answer-cells"}
+    expected = {"clean", *HOSTILE, *BROKEN, "no-answer-cells", "odd-metadata"}
     paths = [s["path"] for s in batch["run"]["submissions"]]
     assert sorted(Path(p).stem for p in paths) == sorted(expected)
     text = json.dumps(batch["run"], allow_nan=False)  # no NaN or Infinity anywhere
@@ -396,6 +439,8 @@ def test_broken_files_get_score_zero_with_a_clear_error_and_the_batch_goes_on(
         sub = results[name]
         assert sub.score == 0 and sub.steps == [], name
         assert sub.error, name
+    odd = results["odd-metadata"]  # the grade ids say which exercise it is
+    assert odd.score == odd.max_score == len(EX.steps) and not odd.error
     gutted = results["no-answer-cells"]
     assert gutted.score == 0 and gutted.error
     assert "dlogprobs" in gutted.error
@@ -534,11 +579,12 @@ def test_turning_autograd_off_with_no_grad_is_not_using_it(batch: dict[str, Any]
 
 
 def test_walking_frames_finds_only_inputs_and_fails(batch: dict[str, Any]) -> None:
-    # The lecture case hands steps the true gradients as upstream gradients, so its dh is
-    # there; no other case's reference exists in a sandbox (see test_sandbox).
+    # An answer's process holds its own step's inputs only: the lecture case's true dh, the
+    # upstream gradient of another step, is not there (nor any case's reference, see
+    # test_sandbox).
     step = _step(batch, "cheats", "dh")
     assert not step.passed and step.score == 0
-    assert step.cases[0].passed and not any(c.passed for c in step.cases[1:])
+    assert not any(c.passed for c in step.cases)
     assert "tampering" in _codes(step)
 
 
@@ -584,6 +630,26 @@ def test_a_notebook_that_loops_in_every_step_costs_one_budget_and_the_rest_is_no
     assert budget and budget[-1] is sub.steps[-1]  # the last steps were never run
     assert sum(1 for s in budget if s.seconds == 0) >= 1
     assert sum(s.seconds for s in sub.steps) <= LIMITS.budget_seconds + 1  # the sandbox's clock
+
+
+def test_a_forged_result_costs_only_its_step_with_a_reason(batch: dict[str, Any]) -> None:
+    _only_hostile_steps_failed(batch, "forgeries")
+    for name in HOSTILE["forgeries"]:
+        code, message = _reason(_step(batch, "forgeries", name))
+        assert code == "error" and "could not be read" in message, (name, message)
+
+
+def test_escape_sequences_in_a_message_are_kept_in_json_and_shown_inert(
+    batch: dict[str, Any],
+) -> None:
+    _only_hostile_steps_failed(batch, "escapes")
+    step = _step(batch, "escapes", "dlogprobs")
+    _, message = _reason(step)
+    assert "\x1b]0;PWNED" in message  # the JSON keeps the student's words
+    shown = diagnoses_text(step.diagnoses)
+    assert not any(c in shown for c in "\x1b\x07\r\ud800")
+    assert "\\x1b]0;PWNED\\x07" in shown
+    shown.encode("utf-8")  # a terminal can print it
 
 
 def test_nan_and_infinite_answers_fail_and_never_reach_the_json(batch: dict[str, Any]) -> None:

@@ -16,11 +16,13 @@ wait ends on an event (an outcome, a process's exit).
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -140,6 +142,16 @@ F["system"] = attempt(lambda: os.system("true") == 0 or 1 / 0)
 F["ctypes"] = attempt(lambda: __import__("ctypes"))
 F["rlimit_as"] = resource.getrlimit(resource.RLIMIT_AS)[0]
 F["scratch_write"] = attempt(lambda: open("/tmp/ok", "w").write("x"))
+main = sys.modules.get("__main__")
+F["runner_state"] = [
+    getattr(main, "NATIVE", None) is None,
+    len(getattr(main, "BANKS", None) or {}),
+    getattr(main, "INSTALL_STEP_FILTER", None) is None,
+]
+frame, F["frames"] = sys._getframe(0), []
+while frame is not None:
+    F["frames"].append(frame.f_code.co_name)
+    frame = frame.f_back
 dprobs = torch.tensor(list(json.dumps(F).encode()), dtype=torch.uint8)
 """)
 """What a submission sees and may do, sent back as the bytes of a uint8 tensor."""
@@ -155,7 +167,7 @@ def take(t):
             found.append(t.detach().reshape(-1).double())
 
 def walk(o, depth):
-    if id(o) in visited or depth > 5:
+    if id(o) in visited or depth > 7:
         return
     visited.add(id(o))
     take(o)
@@ -180,7 +192,7 @@ if not getattr(sys, "_bn_reach_done", False):
         frame = frame.f_back
     for module in list(sys.modules.values()):
         if module is not None:
-            walk(vars(module), 3)
+            walk(vars(module), 1)
 parts = [torch.zeros(1, dtype=torch.float64)]
 for t in found:
     parts += [torch.tensor([float(t.numel())], dtype=torch.float64), t]
@@ -436,9 +448,12 @@ def _run_tasks(grader: Grader, tasks: list[Task]) -> dict[Any, Outcome]:
     return dict(grader.pool.run([Job(EX.id, tuple(tasks))]))
 
 
-def _leaked_references(grader: Grader, flat: torch.Tensor) -> dict[str, list[str]]:
+def _leaked_references(
+    grader: Grader, flat: torch.Tensor, given: tuple[str, ...]
+) -> dict[str, list[str]]:
     """References of the hidden cases found among the tensors the probe reached, and not equal
-    to any input the bank gave the sandbox: case name -> steps."""
+    to any input of its own step (the graph and the ``given`` upstream gradients): case name
+    -> steps."""
     cases = grader.cases(EX)
     reached: dict[int, list[torch.Tensor]] = {}
     i = 1
@@ -448,7 +463,7 @@ def _leaked_references(grader: Grader, flat: torch.Tensor) -> dict[str, list[str
         i += 1 + n
     inputs: dict[int, list[torch.Tensor]] = {}
     for case in cases:
-        for t in [*case.graph.values(), *case.upstream.values()]:
+        for t in [*case.graph.values(), *(case.upstream[u] for u in given)]:
             if isinstance(t, torch.Tensor) and t.is_floating_point():
                 inputs.setdefault(t.numel(), []).append(t.detach().reshape(-1).double())
 
@@ -574,7 +589,8 @@ def explore(mode: str) -> dict[str, Any]:
         ]
         outcomes = _run_tasks(grader, tasks)
         report["facts"] = json.loads(bytes(_decode(outcomes["facts"], names).tolist()))
-        report["leaked"] = _leaked_references(grader, _decode(outcomes["reach"], names))
+        reached = _decode(outcomes["reach"], names)
+        report["leaked"] = _leaked_references(grader, reached, EX.step("dW2").upstream)
         report["allowed_children"] = {k: sorted(v) for k, v in _allowed_children().items()}
 
         items = [(EX, EX.step(step), code) for step, code, _ in ATTACKS.values()]
@@ -688,6 +704,10 @@ def test_no_course_folder_home_classmate_gradebook_or_kit_source_is_visible(
     f = seen["facts"]
     assert f["exists"] and not any(f["exists"].values()), f["exists"]
     assert f["import_kit"] == "ModuleNotFoundError"
+    # The runner's module keeps no bank, native call or filter installer, and the supervisor's
+    # frames (every step's inputs, the whole request) are not on an answer's stack.
+    assert f["runner_state"] == [True, 0, True]
+    assert not {"supervise", "_run_group", "_spawn"} & set(f["frames"]), f["frames"]
     assert f["kit_modules"] == []
     assert f"{SECRET_ENV}" not in f["env"]
     kept = {"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "HOME", "TMPDIR", "PYTHONHASHSEED"}
@@ -844,6 +864,39 @@ def test_the_step_filter_refuses_every_clone_and_the_sandbox_filter_only_namespa
     assert {"unshare", "mount"} <= set(seccomp.STEP) and "unshare" not in seccomp.SANDBOX
     assert {"execve", "memfd_create", "ptrace", "setns", "bpf"} <= set(seccomp.SANDBOX)
     assert len(step) < len(sandbox)  # fewer names, and no flag test on clone
+
+
+MQUEUE = r"""
+import ctypes, json, os, sys
+sys.path.insert(0, sys.argv[1])
+import seccomp
+libc = ctypes.CDLL(None, use_errno=True)
+name, flags = b"/bn-test-%d" % os.getpid(), os.O_CREAT | os.O_RDWR
+def attempt():
+    fd = libc.mq_open(name, flags, 0o600, None)
+    if fd >= 0:
+        os.close(fd)
+        libc.mq_unlink(name)
+        return "ok"
+    return os.strerror(ctypes.get_errno())
+before = attempt()
+seccomp.install(seccomp.SANDBOX)
+print(json.dumps([before, attempt()]))
+"""
+"""POSIX message queues (a channel between submissions, in the sandbox's IPC namespace) before
+and after the sandbox's filter."""
+
+
+def test_the_sandbox_filter_refuses_posix_message_queues() -> None:
+    if not seccomp.supported():
+        skip_or_fail("seccomp numbers are not known for this machine")
+    done = subprocess.run(
+        [sys.executable, "-c", MQUEUE, str(plan.SANDBOX_DIR)],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    before, after = json.loads(done.stdout)
+    assert before == "ok"  # they work here: the filter is what refuses them
+    assert after == os.strerror(errno.EPERM)
 
 
 def test_the_wire_refuses_garbage_and_frames_over_the_cap() -> None:

@@ -18,7 +18,7 @@ from ..exercises import EXERCISES
 from ..grading.results import RunResult, SubmissionResult, run_from_json, write_json
 from ..grading.submission import find_notebooks
 from ..integrations.gradescope import gradescope_json
-from ..reports.text import diagnoses_text, step_state
+from ..reports.text import diagnoses_text, printable, step_state
 from ..sandbox.limits import Limits
 
 DETAILED_UP_TO = 3
@@ -48,7 +48,7 @@ def shard_of(paths: list[Path], k: int, n: int) -> list[Path]:
 
 def step_table(sub: SubmissionResult) -> Table:
     """One submission in detail: a row per step, diagnoses folded to the terminal's width."""
-    title = f"{escape(sub.path)}: {sub.score:g}/{sub.max_score:g}"
+    title = f"{escape(printable(sub.path))}: {sub.score:g}/{sub.max_score:g}"
     t = Table(title=title, title_justify="left", expand=False)
     t.add_column("step", no_wrap=True)
     t.add_column("", no_wrap=True)
@@ -71,12 +71,13 @@ def batch_table(subs: list[SubmissionResult]) -> Table:
         states = [step_state(s) for s in sub.steps]
         marks = "".join(_MARKS[state] for state in states) or "-"
         wrong = [s.step for s, state in zip(sub.steps, states, strict=True) if state == "wrong"]
-        notes = [_short(sub.error)] if sub.error else [", ".join(wrong)] if wrong else []
+        notes = [_short(printable(sub.error))] if sub.error else [", ".join(wrong)] if wrong else []
         for state, words in (("unstarted", "not started"), ("missing", "cells missing")):
             if states.count(state) and not sub.error:
                 notes.append(f"{states.count(state)} {words}")
         notes_text = "; ".join(notes)
-        t.add_row(escape(sub.path), f"{sub.score:g}/{sub.max_score:g}", marks, escape(notes_text))
+        path = escape(printable(sub.path))
+        t.add_row(path, f"{sub.score:g}/{sub.max_score:g}", marks, escape(notes_text))
     if subs:
         lines = []
         for ex_id in dict.fromkeys(s.exercise for s in subs):

@@ -86,6 +86,13 @@ class _Run:
     answers: dict[str, Answer] | None = None
     failure: str | None = None
     results: dict[str, StepResult] = field(default_factory=dict)
+    large: bool = False  # answers too large to keep for later submissions (see KEEP_BYTES)
+
+
+KEEP_BYTES = 1 << 20
+"""A distinct answer whose tensors take more than this (no true answer comes near: the largest
+is under 50 kB) is forgotten once the submissions waiting for it are graded, so a batch of
+hostile answers of many MiB each costs the grader one at a time, not all at once."""
 
 
 class Grader:
@@ -150,7 +157,7 @@ class Grader:
         failure, timeout, autograd = problem, None, []
         if outcome is not None:
             autograd = outcome.autograd
-            if outcome.status == "ok" and not found:
+            if outcome.status == "ok" and not found and failure is None:
                 try:
                     found = parse_payload(outcome.payload, [c.name for c in cases])
                 except PayloadError as e:
@@ -260,12 +267,16 @@ class Grader:
         return run.results[code]
 
     def _settle(self, run: _Run, ex: Exercise, outcome: Outcome) -> None:
-        run.outcome = outcome
+        """Record ``outcome`` for ``run``: its answers parsed once; the payload itself is not
+        kept (the answers hold its tensors), and a run whose answers are large is marked to be
+        forgotten once its waiters are served (see :data:`KEEP_BYTES`)."""
+        run.outcome = replace(outcome, payload=b"")
         if outcome.status == "ok":
             try:
                 run.answers = parse_payload(outcome.payload, [c.name for c in self.cases(ex)])
             except PayloadError as e:
                 run.failure = f"the sandbox's result could not be read ({e})"
+        run.large = len(outcome.payload) > KEEP_BYTES
 
     def _grade(
         self, subs: Mapping[int, tuple[Submission, list[Step]]]
@@ -344,6 +355,8 @@ class Grader:
                     missing[key] -= 1
                     if missing[key] == 0:
                         yield key, pending.pop(key)
+                if run.large and self._runs.get(akey) is run:
+                    del self._runs[akey]  # its waiters have their results: let it go
             jobs = [Job(subs[key][0].exercise.id, tuple(tasks)) for key, tasks in again.items()]
             self.executed += sum(len(tasks) for tasks in again.values())
 

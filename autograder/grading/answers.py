@@ -74,7 +74,8 @@ def encode_bank(cases: list[Case]) -> tuple[dict[str, Any], list[bytes]]:
         ints = {k: v for k, v in case.graph.items() if isinstance(v, (int, float))}
         tensors = []
         named = [(k, v, "graph") for k, v in case.graph.items() if k != ROOT]
-        named += [(k, v, "upstream") for k, v in case.upstream.items()]
+        needed = {u for step in case.exercise.steps for u in step.upstream}  # no leaf
+        named += [(k, v, "upstream") for k, v in case.upstream.items() if k in needed]
         for name, value, kind in named:
             if isinstance(value, torch.Tensor):
                 dtype = str(value.dtype).removeprefix("torch.")
@@ -85,7 +86,8 @@ def encode_bank(cases: list[Case]) -> tuple[dict[str, Any], list[bytes]]:
 
 
 def _tensor(rec: dict[str, Any], blob: bytes) -> torch.Tensor:
-    dtype = DTYPES.get(rec.get("dtype"))  # type: ignore[arg-type]
+    name = rec.get("dtype")
+    dtype = DTYPES.get(name) if isinstance(name, str) else None
     shape = rec.get("shape")
     if dtype is None or not isinstance(shape, list) or len(shape) > 8:
         raise PayloadError("bad tensor header")
@@ -102,7 +104,17 @@ def _tensor(rec: dict[str, Any], blob: bytes) -> torch.Tensor:
 
 def parse_payload(payload: bytes, case_names: list[str]) -> dict[str, Answer]:
     """Validate the runner's bytes for one answer; one Answer per case name (PayloadError if
-    anything is off)."""
+    anything is off). The bytes may be an answer's forgery (it can write to the result pipe
+    itself), so no field is trusted: whatever a malformed one raises becomes a PayloadError."""
+    try:
+        return _parse_payload(payload, case_names)
+    except PayloadError:
+        raise
+    except (TypeError, ValueError, OverflowError, KeyError, IndexError, RuntimeError) as e:
+        raise PayloadError(f"malformed payload ({type(e).__name__})") from None
+
+
+def _parse_payload(payload: bytes, case_names: list[str]) -> dict[str, Answer]:
     if len(payload) < 8:
         raise PayloadError("truncated payload")
     (hlen,) = struct.unpack("<Q", payload[:8])
@@ -132,8 +144,9 @@ def parse_payload(payload: bytes, case_names: list[str]) -> dict[str, Answer]:
             offset += n
         elif kind == "number":
             num = rec.get("number")
-            ok = isinstance(num, (int, float)) and not isinstance(num, bool)
-            ans.number = float(num) if ok and math.isfinite(num) else None
+            if not (type(num) is float or (type(num) is int and abs(num) < 2**63)):
+                raise PayloadError("bad number")
+            ans.number = float(num) if math.isfinite(num) else None
         for key in ("error", "type_name"):
             val = rec.get(key)
             setattr(ans, key, val[:400] if isinstance(val, str) else None)

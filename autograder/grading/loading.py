@@ -17,7 +17,21 @@ def load_submissions(path: Path) -> list[Submission]:
     """Read ``path`` and extract its answers: one submission for a kit notebook; for a notebook
     in the lecture's own format (no grade id names a step, and it holds the lecture's forward
     pass), Exercise 1's and then one for each other exercise it answers (see
-    :mod:`autograder.grading.lecture`). Raises SubmissionError if it is not a notebook."""
+    :mod:`autograder.grading.lecture`). Raises SubmissionError if it is not a notebook, or is
+    one whose structure the readers cannot follow (a hostile or corrupt file costs its own
+    result, never the batch)."""
+    try:
+        return _load_submissions(path)
+    except SubmissionError:
+        raise
+    except Exception as e:
+        raise SubmissionError(
+            f"the notebook's structure could not be read ({type(e).__name__}); "
+            "open it in Jupyter, save it again and resubmit"
+        ) from None
+
+
+def _load_submissions(path: Path) -> list[Submission]:
     nb = read_notebook(path)
     if exercise_of(nb) is None:
         try:

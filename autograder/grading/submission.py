@@ -114,8 +114,9 @@ def exercise_of(nb: dict[str, Any]) -> Exercise | None:
     meta = nb.get("metadata")
     if isinstance(meta, dict):
         ours = meta.get(METADATA_KEY)
-        if isinstance(ours, dict) and ours.get("exercise") in EXERCISES:
-            return EXERCISES[ours["exercise"]]
+        name = ours.get("exercise") if isinstance(ours, dict) else None
+        if isinstance(name, str) and name in EXERCISES:
+            return EXERCISES[name]
     ids = {g for g in (grade_id(c) for c in nb["cells"]) if g}
     if not ids:
         return None

@@ -6,6 +6,7 @@ grade cells and Gradescope's test output all say a step's verdict and diagnoses 
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Iterable
 
@@ -16,9 +17,26 @@ WRAP = 96
 """Width of the diagnoses in a grade cell's text (notebooks and feedback do not wrap outputs)."""
 
 
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u202a-\u202e\u2066-\u2069]")
+"""Characters a terminal acts on or cannot encode: C0 and C1 controls but tab and newline
+(escape sequences, carriage returns), lone surrogates, bidirectional overrides."""
+
+
+def printable(text: str) -> str:
+    """``text`` safe to print: a student's error message or file name may carry escape
+    sequences (which retitle or clear the grader's terminal) or lone surrogates (which stop
+    the output); each such character is shown as its escape, ``\\x1b`` or ``\\ud800``."""
+
+    def shown(m: re.Match[str]) -> str:
+        c = ord(m.group())
+        return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+    return _UNPRINTABLE.sub(shown, text)
+
+
 def diagnosis_text(d: Diagnosis) -> str:
-    """``[code] message``."""
-    return f"[{d.code}] {d.message}"
+    """``[code] message``, printable."""
+    return printable(f"[{d.code}] {d.message}")
 
 
 def diagnoses_text(diagnoses: Iterable[Diagnosis], sep: str = " ") -> str:

@@ -20,7 +20,8 @@ class Limits:
     cpu_seconds: int = 20  # RLIMIT_CPU of the process running an answer
     memory_bytes: int = 4 * 2**30  # address space an answer may add to what it inherits
     output_bytes: int = 64 * 1024  # head of an answer's stdout+stderr kept
-    result_bytes: int = 256 * 2**20  # largest encoded answer accepted
+    result_bytes: int = 8 * 2**20  # largest encoded answer accepted (every case's tensors;
+    # the largest true answer of any exercise is under 50 kB: the grader holds what it accepts)
     tmp_bytes: int = 64 * 2**20  # the scratch tmpfs (and the largest file written)
 
     def wire(self) -> dict[str, float | int]:

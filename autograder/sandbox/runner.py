@@ -597,6 +597,7 @@ def _answer_process(
         setrlimit(resource.RLIMIT_NOFILE, (64, 64))
         if INSTALL_STEP_FILTER is not None:
             INSTALL_STEP_FILTER()
+        _forget_the_runner()
         write_all, pack = wire.write_all, struct.pack
         for index, step in enumerate(steps):
             data = ANSWERING.run(step["name"], step["upstream"], step["code"], cases)
@@ -605,6 +606,40 @@ def _answer_process(
         code = 70
     finally:
         _exit(code)
+
+
+def _forget_the_runner() -> None:
+    """In a process about to run answers: drop what the runner and supervisor hold that the
+    answers need not reach through ``sys.modules["__main__"]``: every bank (other steps'
+    inputs), the native calls (their ``ctypes`` objects), the filter installer."""
+    global NATIVE, INSTALL_STEP_FILTER, NESTED
+    BANKS.clear()
+    NATIVE = INSTALL_STEP_FILTER = NESTED = None
+
+
+def _own_cases(steps: list[dict[str, Any]], cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``cases`` with only the upstream gradients ``steps`` are given (the graph is every
+    step's)."""
+    given = {u for step in steps for u in step["upstream"]}
+    return [
+        {
+            "name": case["name"],
+            "graph": case["graph"],
+            "upstream": {k: v for k, v in case["upstream"].items() if k in given},
+        }
+        for case in cases
+    ]
+
+
+class _Become(BaseException):
+    """Raised in a new process that is to run answers, right after the fork: it unwinds the
+    supervisor's frames (which hold every step's inputs and the submission's whole request) up
+    to :func:`main`, which then runs :func:`_answer_process` with only what it carries. An
+    answer that walks its frames finds its own steps and their inputs, nothing else."""
+
+    def __init__(self, job: tuple[Any, ...]) -> None:
+        super().__init__("a process that runs answers")
+        self.job = job
 
 
 def _open_fds() -> list[int]:
@@ -644,9 +679,10 @@ def _spawn(steps: list[dict], cases: list[dict], limits: dict[str, Any]) -> _Gro
             for fd in (result_r, alarm_r, output_r):
                 os.close(fd)
             os.setsid()
+            job = (steps, _own_cases(steps, cases), limits, result_w, alarm_w, output_w)
         except BaseException:
             _exit(70)
-        _answer_process(steps, cases, limits, result_w, alarm_w, output_w)
+        raise _Become(job)
     for fd in (result_w, alarm_w, output_w):
         os.close(fd)
     for fd in (result_r, alarm_r, output_r):
@@ -809,12 +845,16 @@ def supervise(control: int, isolated: bool) -> None:
             left = _run_group(control, group_steps, cases, limits, budget_end, isolated)
             pending = [[s] for s in left] + pending  # unfinished shared steps: one process each
         wire.send(control, {"op": "done"})
+    except _Become:
+        code = -1  # not the supervisor any more: on to main(), see _Become
+        raise
     except BaseException as e:
         with contextlib.suppress(BaseException):
             sys.stderr.write(f"supervisor: {_describe(e)}\n")
         code = 71
     finally:
-        _exit(code)
+        if code >= 0:
+            _exit(code)
 
 
 def _outcome(
@@ -1132,7 +1172,12 @@ def main() -> None:
         elif op == "submission":
             pid = os.fork()
             if pid == 0:
-                supervise(control, isolated)
+                header = blobs = {}  # nothing of the request (see _Become)
+                try:
+                    supervise(control, isolated)
+                except _Become as become:
+                    job = become.job
+                _answer_process(*job)  # the supervisor's frames are gone (see _Become)
             _, status = os.waitpid(pid, 0)
             clean = _reap_and_clean(isolated)
             wire.send(control, {"op": "idle", "status": _status_text(status), "clean": clean})

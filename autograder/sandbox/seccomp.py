@@ -46,7 +46,8 @@ _X86_64 = {
     "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442, "pidfd_getfd": 438,
     "process_madvise": 440, "kcmp": 312, "syslog": 103, "vhangup": 153, "settimeofday": 164,
     "clock_settime": 227, "adjtimex": 159, "clock_adjtime": 305, "iopl": 172, "ioperm": 173,
-    "lookup_dcookie": 212,
+    "lookup_dcookie": 212, "mq_open": 240, "mq_unlink": 241, "mq_timedsend": 242,
+    "mq_timedreceive": 243, "mq_notify": 244, "mq_getsetattr": 245,
     "clone": 56, "clone3": 435, "fork": 57, "vfork": 58,
 }  # fmt: skip
 _AARCH64 = {
@@ -62,7 +63,8 @@ _AARCH64 = {
     "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442, "pidfd_getfd": 438,
     "process_madvise": 440, "kcmp": 272, "syslog": 116, "vhangup": 58, "settimeofday": 170,
     "clock_settime": 112, "adjtimex": 171, "clock_adjtime": 266,
-    "lookup_dcookie": 18,
+    "lookup_dcookie": 18, "mq_open": 180, "mq_unlink": 181, "mq_timedsend": 182,
+    "mq_timedreceive": 183, "mq_notify": 184, "mq_getsetattr": 185,
     "clone": 220, "clone3": 435,
 }  # fmt: skip
 _MACHINES = {"x86_64": (0xC000003E, _X86_64), "aarch64": (0xC00000B7, _AARCH64)}
@@ -77,6 +79,7 @@ SANDBOX: tuple[str, ...] = (
     *("clock_settime", "adjtimex", "clock_adjtime", "iopl", "ioperm", "lookup_dcookie"),
     *("open_by_handle_at", "name_to_handle_at", "io_uring_setup", "io_uring_enter"),
     *("io_uring_register", "memfd_create", "memfd_secret", "shmget", "msgget", "semget"),
+    *("mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr"),
 )
 """Refused everywhere in the sandbox (``clone`` is refused with namespace flags)."""
 
