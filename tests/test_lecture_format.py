@@ -7,6 +7,7 @@ The reader's parts (names, attempts, temporaries, where) are checked on their ow
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -156,3 +157,22 @@ def test_exercise_2_alone_is_its_own_submission(tmp_path: Path) -> None:
     case = LectureCase("ex2", "", [*setup(), *exercise2()])
     subs = load_submissions(case.write(tmp_path))
     assert [s.exercise.id for s in subs] == [BACKPROP_NINJA.id, CE]
+
+
+def test_a_partly_answered_notebook_has_no_notebook_error_and_one_in_neither_format_does(
+    grader: Grader, tmp_path: Path
+) -> None:
+    """A lecture notebook with blank steps is fine as a whole (each blank step says what was
+    looked for); a notebook of neither format says so once, not as 26 deleted cells."""
+    partly = LectureCase(
+        "partly", "", [*setup(), code(exercise1(skip=["dC", "demb"]))], exercises=(EX1.id,)
+    ).write(tmp_path)
+    other = tmp_path / "other.ipynb"
+    other.write_text(json.dumps({"cells": [code("x = 1\nprint(x)")], "metadata": {},
+                                 "nbformat": 4, "nbformat_minor": 5}))  # fmt: skip
+    [first] = grader.run([partly]).submissions
+    assert first.error is None and first.score == len(EX1.steps) - 2
+    assert [d.code for d in first.step("dC").diagnoses] == ["not-implemented"]
+    [second] = grader.run([other]).submissions
+    assert second.score == 0 and second.error is not None
+    assert "not a notebook of the exercise" in second.error

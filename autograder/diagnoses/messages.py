@@ -139,8 +139,9 @@ TEXT: dict[str, str] = {
     "nearly constant (variance about 1e-4), where the batch norm's `1e-5` matters: keep "
     "`+ 1e-5` exactly where the forward pass has it.",
     "wrong-value.overflow": "`{name}` is right except where the logits are large (in the "
-    "hundreds): `exp` of a large number overflows to `inf`. Subtract each row's maximum before "
-    "exponentiating (as `F.softmax` does), which changes nothing mathematically.",
+    "hundreds): there `exp` overflows to `inf`, or probabilities underflow to 0 and dividing by "
+    "them gives `nan`. Subtract each row's maximum before exponentiating (as `F.softmax` "
+    "does), which changes nothing mathematically, and do not divide by the probabilities.",
     "training.error": "Training with your cells stopped with {kind}{detail}: run the cells "
     "above one by one to find the one that raises it.",
     "training.upstream": "Training with your cells cannot match training with autograd while "

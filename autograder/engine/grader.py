@@ -95,6 +95,18 @@ is under 50 kB) is forgotten once the submissions waiting for it are graded, so 
 hostile answers of many MiB each costs the grader one at a time, not all at once."""
 
 
+def _notebook_error(sub: Submission) -> str | None:
+    """What is wrong with the notebook as a whole: its own reason, else its steps' problems in
+    a kit notebook (cells deleted), or in a lecture notebook where no step's answer was found;
+    a lecture notebook with some answers is fine as a whole (each blank step says why)."""
+    if sub.error:
+        return sub.error
+    problems = sub.problems
+    if sub.format == "lecture" and len(problems) < len(sub.exercise.steps):
+        return None
+    return "; ".join(f"{k}: {v}" for k, v in problems.items()) or None
+
+
 class Grader:
     """Grades submissions under one seed's hidden cases.
 
@@ -387,7 +399,7 @@ class Grader:
             path=str(sub.path),
             score=sum(s.score for s in steps),
             max_score=ex.total_points,
-            error="; ".join(f"{k}: {v}" for k, v in sub.problems.items()) or None,
+            error=_notebook_error(sub),
             steps=steps,
             exercise=ex.id,
             format=sub.format,

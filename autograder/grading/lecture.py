@@ -43,7 +43,14 @@ from typing import Any
 
 from ..exercises import BACKPROP_NINJA, BATCHNORM_BACKWARD, CROSS_ENTROPY_BACKWARD, Exercise, Step
 from .lecture_code import Notebook, Stmt, lines_words, read_cells, segment
-from .lecture_names import Forward, Names, find_forwards, gradient_names, learner_names
+from .lecture_names import (
+    Forward,
+    Names,
+    compared,
+    find_forwards,
+    gradient_names,
+    learner_names,
+)
 from .plain import BUILTINS
 from .submission import MAX_CELL_CHARS, Submission
 
@@ -104,9 +111,14 @@ def read_lecture(nb: Mapping[str, Any], path: Path) -> list[Submission] | None:
     main = Submission(path=path, exercise=MAIN, format="lecture")
     extra: list[Submission] = []
     claimed: dict[str, list[Attempt]] = {}
+    cells = _one_go_cells(ctx)
     for other in ONE_GO:
         step = other.steps[0]
-        mine = [a for a in _attempts(ctx, step.name) if _one_go(ctx, a, step)]
+        mine = [
+            a
+            for a in _attempts(ctx, step.name)
+            if cells.get(a.stmts[-1].cell) is other or _one_go(ctx, a, step)
+        ]
         claimed[step.name] = mine
         if mine:
             sub = Submission(path=path, exercise=other, format="lecture")
@@ -114,7 +126,11 @@ def read_lecture(nb: Mapping[str, Any], path: Path) -> list[Submission] | None:
             extra.append(sub)
     for step in MAIN.steps:
         taken = {id(a.stmts[0]) for a in claimed.get(step.name, [])}
-        attempts = [a for a in _attempts(ctx, step.name) if id(a.stmts[0]) not in taken]
+        attempts = [
+            a
+            for a in _attempts(ctx, step.name)
+            if id(a.stmts[0]) not in taken and not all(s.cell in cells for s in a.stmts)
+        ]
         if attempts:
             _answer(ctx, main, step, attempts[-1])
         else:
@@ -183,6 +199,55 @@ def _attempts(ctx: Context, step_name: str) -> list[Attempt]:
     return [a for a in out if not a.placeholder]
 
 
+def _one_go_cells(ctx: Context) -> dict[int, Exercise]:
+    """Cells that answer a one-go exercise in several lines: the cell binds that exercise's
+    gradient (``dlogits``) and checks nothing else (its only ``cmp`` is on ``logits``), binds
+    other names on the way (Exercise 1's gradients, or forward tensors computed anew), and its
+    last binding of the gradient, followed through what the cell itself binds before, reads no
+    gradient of Exercise 1 from outside the cell but the exercise's own (``dhpreact``). What such
+    a cell binds is its answer's temporaries, not Exercise 1's attempts."""
+    by_cell: dict[int, list[Stmt]] = {}
+    for s in ctx.region:
+        by_cell.setdefault(s.cell, []).append(s)
+    tensors = {line.var for line in MAIN.forward}
+    out: dict[int, Exercise] = {}
+    for cell, stmts in by_cell.items():
+        checked = {var for s in stmts for _, var in compared(s.node, ctx.names)}
+        for ex in ONE_GO:
+            step = ex.steps[0]
+            aliases = ctx.names.theirs(step.name)
+            last = [s for s in stmts if s.defs & aliases]
+            if checked != {step.var} or not last:
+                continue
+            bound = {ctx.names.ours(n) or n for s in stmts for n in s.defs - aliases}
+            if not bound & (set(MAIN.by_name) | tensors):
+                continue
+            read = {ctx.names.ours(n) or n for n in _within(stmts, last[-1])}
+            if not (read & set(MAIN.by_name)) - _given(ex):
+                out[cell] = ex
+    return out
+
+
+def _within(stmts: Sequence[Stmt], answer: Stmt) -> set[str]:
+    """The names ``answer`` reads, followed back through what ``stmts`` (one cell) bind before
+    it: the names it reads from outside."""
+    free: set[str] = set()
+    todo = set(answer.reads)
+    earlier = [s for s in stmts if s.index < answer.index]
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        binders = [s for s in earlier if name in s.defs | s.mods]
+        if not binders:
+            free.add(name)
+        for s in binders:
+            todo |= s.reads - {name}
+    return free
+
+
 def _one_go(ctx: Context, attempt: Attempt, step: Step) -> bool:
     """An attempt at a step of Exercise 1 that answers the one-go exercise of that step instead:
     it reads none of the gradients Exercise 1 gives the step, and reads the targets or some other
@@ -210,13 +275,17 @@ def _free(stmts: Sequence[Stmt]) -> dict[str, int]:
     return free
 
 
-def _provided(ctx: Context, name: str, ex: Exercise) -> bool:
+def _provided(ctx: Context, name: str, ex: Exercise, given: set[str] | None = None) -> bool:
     """The grader's namespace has it (under our name), or it is Python's. In a one-go exercise
     a gradient of Exercise 1 it is not given is the learner's own temporary (Exercise 2's
-    ``dlogprobs = ...; dlogits = dlogprobs + ...``), defined in the answer's own cell."""
+    ``dlogprobs = ...; dlogits = dlogprobs + ...``), defined in the answer's own cell; so it is
+    in Exercise 1 when ``given`` (the step's upstream gradients and its own) is known and the
+    gradient is not among them (``dlogits = dnorm_logits.clone()`` read by ``dlogit_maxes``)."""
     ours = ctx.names.ours(name)
     if ours is not None:
-        return ex is MAIN or ours not in MAIN.by_name or ours in ex.by_name or ours in _given(ex)
+        if ex is MAIN:
+            return given is None or ours not in MAIN.by_name or ours in given
+        return ours not in MAIN.by_name or ours in ex.by_name or ours in _given(ex)
     return name in ex.provided or name in MAIN.provided or name in PYTHON
 
 
@@ -225,31 +294,74 @@ def _given(ex: Exercise) -> set[str]:
 
 
 def _with_temporaries(
-    ctx: Context, attempt: Attempt, ex: Exercise = MAIN
+    ctx: Context, attempt: Attempt, ex: Exercise = MAIN, given: set[str] | None = None
 ) -> tuple[list[Stmt], set[str]]:
     """The attempt's statements and those defining the temporaries it reads (file order), and
-    the names nothing defines."""
+    the names nothing defines. ``given``: see :func:`_provided`.
+
+    Each read of a temporary brings the definition that reaches that very statement (its last
+    binding before it and whatever changed it since), so a temporary changed in place between
+    two reads (``counts = ...; counts_sum = counts.sum(...); counts[...] -= ...; ... counts``)
+    comes with every line the answer's read depends on."""
     included = {s.index: s for s in attempt.stmts}
     home = attempt.stmts[-1].cell
     missing: set[str] = set()
     before_forward = ctx.forwards[0].start
-    todo = [(n, at) for n, at in _free(attempt.stmts).items() if not _provided(ctx, n, ex)]
-    seen: set[str] = set()
-    while todo:
-        name, at = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        chain = _definition(ctx.nb, name, at, before_forward)
-        if ctx.names.ours(name) is not None and any(s.cell != home for s in chain):
-            chain = []  # a gradient from elsewhere stays what it is: one the step is not given
-        if not chain or len(included) + len(chain) > MAX_TEMPORARY_STATEMENTS:
-            missing.add(name)
-            continue
-        for s in chain:
-            included[s.index] = s
-        todo += [(n, i) for n, i in _free(chain).items() if not _provided(ctx, n, ex)]
-    return [included[i] for i in sorted(included)], missing
+    done: set[tuple[str, int]] = set()
+    while True:
+        todo = [
+            (name, s.index)
+            for s in sorted(included.values(), key=lambda s: s.index)
+            for name in sorted(s.reads)
+            if (name, s.index) not in done
+        ]
+        grew = False
+        for name, at in todo:
+            done.add((name, at))
+            if _provided(ctx, name, ex, given) and not _rebound(ctx, name, at, home):
+                continue
+            chain = _definition(ctx.nb, name, at, before_forward)
+            if ctx.names.ours(name) is not None and not _own_gradient(ctx, chain, home, ex, given):
+                chain = []  # a gradient from elsewhere stays what it is: one the step is not given
+            new = [s for s in chain if s.index not in included]
+            if not chain or len(included) + len(new) > MAX_TEMPORARY_STATEMENTS:
+                if not any(name in s.defs | s.mods for s in included.values() if s.index < at):
+                    missing.add(name)
+                continue
+            for s in new:
+                included[s.index] = s
+            grew = grew or bool(new)
+        if not grew:
+            return [included[i] for i in sorted(included)], missing
+
+
+def _rebound(ctx: Context, name: str, before: int, home: int) -> bool:
+    """Whether a name the grader provides (a forward tensor) was bound anew, after the forward
+    pass, in the answer's own cell before statement ``before`` reads it (Exercise 2's
+    ``counts = logits.exp()`` ... ``dlogits = ... counts ...``): then it is the learner's
+    temporary, and its definition comes along."""
+    if ctx.names.ours(name) in MAIN.by_name:
+        return False  # gradients: see _provided
+    region = {s.index for s in ctx.region}
+    for s in reversed(ctx.nb.stmts[:before]):
+        if name in s.defs | s.mods:
+            return s.index in region and s.cell == home
+    return False
+
+
+def _own_gradient(
+    ctx: Context, chain: Sequence[Stmt], home: int, ex: Exercise, given: set[str] | None
+) -> bool:
+    """Whether a gradient the answer reads, defined by ``chain``, is the learner's temporary:
+    defined in the answer's own cell and, in Exercise 1, from nothing but what the step is
+    given (``dlogits = dnorm_logits.clone()`` read by ``dlogit_maxes``; ``dprobs`` read by
+    ``dcounts_sum`` is another step's answer, and stays a gradient the step is not given)."""
+    if any(s.cell != home for s in chain):
+        return False
+    if ex is not MAIN or given is None:
+        return True
+    read = {ctx.names.ours(n) or n for n in _free(chain)}
+    return not (read & set(MAIN.by_name)) - given
 
 
 def _definition(nb: Notebook, name: str, before: int, forward_start: int) -> list[Stmt]:
@@ -346,7 +458,8 @@ def _preamble(ctx: Context, stmts: Sequence[Stmt], ex: Exercise) -> list[str]:
 
 def _answer(ctx: Context, sub: Submission, step: Step, attempt: Attempt) -> None:
     """Put the attempt's code, in our names, into the submission, with where it was found."""
-    stmts, _ = _with_temporaries(ctx, attempt, sub.exercise)
+    given = {*step.upstream, step.name} if sub.exercise is MAIN else None
+    stmts, _ = _with_temporaries(ctx, attempt, sub.exercise, given)
     edits = _renames(ctx, stmts, step, sub.exercise)
     lines = _preamble(ctx, stmts, sub.exercise)
     home = attempt.stmts[-1].cell

@@ -84,13 +84,25 @@ def without_magics(text: str) -> str:
     )
 
 
+def without_leading_indent(text: str) -> str:
+    """The cell's text as IPython runs it: when its first non-blank line is indented, that
+    indentation is taken off every line that starts with it (a cell pasted from inside a
+    function runs in Jupyter; line numbers are kept)."""
+    lines = text.split("\n")
+    first = next((line for line in lines if line.strip()), "")
+    indent = first[: len(first) - len(first.lstrip(" \t"))]
+    if not indent:
+        return text
+    return "\n".join(line[len(indent) :] if line.startswith(indent) else line for line in lines)
+
+
 def read_cells(cells: Iterable[Mapping[str, object]], max_chars: int = 100_000) -> Notebook:
     """Every code cell's statements, in file order."""
     out = Notebook()
     for number, cell in enumerate(cells, start=1):
         if cell.get("cell_type") != "code":
             continue
-        text = without_magics(cell_source(cell))
+        text = without_leading_indent(without_magics(cell_source(cell)))
         if not text.strip() or len(text) > max_chars:
             continue
         try:

@@ -402,7 +402,7 @@ def gradient_names(
     out: dict[str, str] = {name: name for name in steps.values()}
     votes: dict[str, Counter[str]] = {}
     for s in nb.stmts[after:]:
-        for theirs, var in _compared(s.node, names):
+        for theirs, var in compared(s.node, names):
             if var in steps:
                 votes.setdefault(theirs, Counter())[steps[var]] += 1
     bound = {n for s in region for n in s.defs | s.mods}
@@ -418,7 +418,7 @@ def gradient_names(
     return out
 
 
-def _compared(node: ast.AST, names: Names) -> Iterable[tuple[str, str]]:
+def compared(node: ast.AST, names: Names) -> Iterable[tuple[str, str]]:
     """``(gradient name, our variable)`` for each check in ``node`` that compares a gradient with
     a forward tensor: ``cmp('x', dx, x)`` (any function called with a label and two names), and
     ``torch.allclose(dx, x.grad)``."""

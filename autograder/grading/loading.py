@@ -43,7 +43,19 @@ def _load_submissions(path: Path) -> list[Submission]:
             ) from None
         if found:
             return found
+        sub = extract_answers(nb, path)
+        if not sub.answers:
+            sub.error = UNRECOGNISED
+        return [sub]
     return [extract_answers(nb, path)]
+
+
+UNRECOGNISED = (
+    "this is not a notebook of the exercise: no cell has a grade id naming a step (the kit's "
+    "notebooks), and the lecture's forward pass (`emb = C[Xb]` ... `loss = -logprobs[range(n), "
+    "Yb].mean()`) was not found (the lecture's own notebook); submit the notebook you answered in"
+)
+"""The reason given for a notebook in neither format."""
 
 
 def load_submission(path: Path) -> Submission:

@@ -43,6 +43,7 @@ class Submission:
     problems: dict[str, str] = field(default_factory=dict)  # step name -> why it has no answer
     where: dict[str, str] = field(default_factory=dict)  # step name -> where its answer is
     format: str = "kit"
+    error: str | None = None  # what is wrong with the notebook as a whole, if anything
 
 
 def grade_id(cell: Any) -> str | None:

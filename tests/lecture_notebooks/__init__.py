@@ -681,6 +681,85 @@ CASES: tuple[LectureCase, ...] = (
         expect={f"{BN}:dhprebn": "wrong-scale"},
     ),
     LectureCase(
+        "indented_cell",
+        "Exercise 1 pasted with every line indented (Jupyter strips a cell's common leading "
+        "indentation, so it runs)",
+        _cells(
+            setup(),
+            code("\n".join("    " + line for line in exercise1().split("\n"))),
+        ),
+        exercises=(EX1.id,),
+    ),
+    LectureCase(
+        "gradient_temporary_in_the_cell",
+        "dlogit_maxes read from the learner's dlogits, a copy of dnorm_logits made one line "
+        "before (a gradient the step is not given, computed from one it is)",
+        _cells(
+            setup(),
+            code(
+                exercise1(
+                    {
+                        "dlogit_maxes": "dlogits = dnorm_logits.clone()\n"
+                        "dlogit_maxes = -dlogits.sum(1, keepdim=True)",
+                        "dlogits": "dlogits += F.one_hot(logits.max(1).indices, "
+                        "num_classes=logits.shape[1]) * dlogit_maxes",
+                    }
+                )
+            ),
+        ),
+        exercises=(EX1.id,),
+    ),
+    LectureCase(
+        "exercise2_cell_with_its_own_temporaries",
+        "Exercise 2 in a cell of its own that recomputes forward tensors (counts, counts_sum) "
+        "and changes one in place, or that goes through Exercise 1's gradient names "
+        "(dlogprobs, dnorm_logits): only its dlogits is checked; Exercise 1's answers are the "
+        "earlier cell's",
+        _cells(
+            setup(),
+            code(exercise1()),
+            code(EXERCISE2_FORWARD),
+            code(
+                "counts = logits.exp()\ncounts_sum = counts.sum(1, keepdims=True)\n"
+                "counts[range(n), Yb] -= counts_sum[:, 0]\n"
+                "dlogits = (1 / n) * counts * counts_sum**-1\n"
+                "cmp('logits', dlogits, logits)"
+            ),
+        ),
+        expect={f"{CE}:dlogits": "wrong-value"},  # exp without the max shift overflows
+        exercises=(EX1.id, CE),
+    ),
+    LectureCase(
+        "exercise2_through_exercise1_names",
+        "Exercise 2 written through Exercise 1's gradient names in a cell that checks only "
+        "dlogits, and Exercise 3 written step by step in a cell that checks only dhprebn",
+        _cells(
+            setup(),
+            code(exercise1()),
+            code(EXERCISE2_FORWARD),
+            code(
+                "dlogprobs = torch.zeros_like(logprobs)\ndlogprobs[range(n), Yb] = -1.0 / n\n"
+                "dnorm_logits = -counts * counts_sum_inv * ((counts / probs * dlogprobs "
+                "* counts_sum_inv).sum(1, keepdim=True) - dlogprobs / probs)\n"
+                "dlogits = dnorm_logits\ncmp('logits', dlogits, logits)"
+            ),
+            code(EXERCISE3_FORWARD),
+            code(
+                "dbnraw = bngain * dhpreact\ndbndiff = bnvar_inv * dbnraw\n"
+                "dbnvar_inv = (bndiff * dbnraw).sum(0, keepdim=True)\n"
+                "dbnvar = (-0.5 * (bnvar + 1e-5)**-1.5) * dbnvar_inv\n"
+                "dbndiff2 = (1.0 / (n - 1)) * torch.ones_like(bndiff2) * dbnvar\n"
+                "dbndiff += (2 * bndiff) * dbndiff2\n"
+                "dbnmeani = (-dbndiff).sum(0, keepdim=True)\n"
+                "dhprebn = dbndiff.clone()\n"
+                "dhprebn += 1.0 / n * (torch.ones_like(hprebn) * dbnmeani)\n"
+                "cmp('hprebn', dhprebn, hprebn)"
+            ),
+        ),
+        # right in exact arithmetic, but it divides by probabilities that underflow to 0
+        expect={f"{CE}:dlogits": "wrong-value"},
+    ),
+    LectureCase(
         "second_forward_copy",
         "the forward pass run again in a later cell (a copy), answers after both; a scratch "
         "line re-running one forward line in between",
