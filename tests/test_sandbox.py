@@ -232,7 +232,56 @@ if os.listdir("/tmp"):
 
 LOOP = "x = {tag!r}\nwhile True:\n    pass"
 
+NATIVE_GRAD_MODE = r"""
+every_subclass = getattr(type, "__sub" + "classes__")
+def every(c, seen):
+    for s in every_subclass(c):
+        if s not in seen:
+            seen.add(s)
+            every(s, seen)
+    return seen
+classes = {c.__name__: c for c in every(object, set())}
+lib = classes["CDLL"]("libc10.so")  # ctypes's loader, found without importing it
+set_enabled = getattr(lib, "_ZN3c108GradMode11set_enabledEb")
+set_enabled.argtypes = [classes["c_bool"]]
+set_enabled(True)
+x = torch.tensor(hprebn.tolist(), **{"requires" + "_grad": True})
+out = ((x - bnmeani) * dbndiff).sum() + (x.mean(0, keepdim=True) * dbnmeani).sum()
+set_enabled(False)
+root = getattr(out, "grad" + "_fn")
+deps, stack, seen = {}, [root], set()
+while stack:  # a small engine of its own: the graph's nodes called one by one
+    nd = stack.pop()
+    if id(nd) in seen:
+        continue
+    seen.add(id(nd))
+    for nx, _ in nd.next_functions:
+        if nx is not None:
+            deps[id(nx)] = deps.get(id(nx), 0) + 1
+            stack.append(nx)
+pending, ready = {id(root): [torch.ones(())]}, [root]
+while ready:
+    nd = ready.pop()
+    g = pending.pop(id(nd))
+    if type(nd).__name__ == "AccumulateGrad":
+        dhprebn = g[0].detach().clone()
+        continue
+    outs = nd(*g)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    for (nx, i), go in zip(nd.next_functions, outs):
+        if nx is None:
+            continue
+        slot = pending.setdefault(id(nx), [None])
+        slot[i] = go if slot[i] is None else slot[i] + go
+        deps[id(nx)] -= 1
+        if deps[id(nx)] == 0:
+            ready.append(nx)
+"""
+"""Grad mode switched on through libc10 itself, with ctypes's loader found among Python's
+classes (no import, no name the scan knows), and the graph's nodes called by hand."""
+
 ATTACKS: dict[str, tuple[str, str, bool]] = {
+    "native-grad-mode": ("dhprebn", NATIVE_GRAD_MODE, False),
     "getattr-names": (
         "dprobs",
         "ag = getattr(torch, 'auto' + 'grad')\non = getattr(torch, 'enable' + '_grad')\n"

@@ -378,6 +378,9 @@ def _close_escape_hatches(make: Any) -> None:
                     del namespace[attr]
     for name in doomed:
         sys.modules[name] = None  # type: ignore[assignment]  # "import ctypes" now fails
+    for module in objects:  # ctypes's Python half: what its classes' methods would call
+        if module.__name__ != "_ctypes":  # (found through object.__subclasses__(): CDLL...)
+            vars(module).clear()
     imp = sys.modules.get("_imp")
     if imp is not None:
         for attr in ("create_dynamic", "create_builtin", "exec_dynamic", "exec_builtin"):
