@@ -15,6 +15,7 @@ import pytest
 from autograder.engine.grader import Grader
 from autograder.exercises import BACKPROP_NINJA
 from autograder.grading.lecture import read_lecture
+from autograder.grading.lecture_code import MAX_STATEMENTS
 from autograder.grading.loading import load_submission, load_submissions
 from autograder.grading.results import SubmissionResult
 
@@ -176,3 +177,20 @@ def test_a_partly_answered_notebook_has_no_notebook_error_and_one_in_neither_for
     [second] = grader.run([other]).submissions
     assert second.score == 0 and second.error is not None
     assert "not a notebook of the exercise" in second.error
+
+
+def test_a_notebook_with_more_code_than_the_reader_follows_is_refused_with_a_reason(
+    grader: Grader, tmp_path: Path
+) -> None:
+    """The reader runs in the grader's process on untrusted code, so its work is bounded: a
+    lecture notebook padded past the statements any answered notebook holds costs its own
+    result (score 0, the reason), never minutes of the grader's time or gigabytes of memory."""
+    padded = LectureCase(
+        "padded",
+        "",
+        [*setup(), code(";".join(["0"] * (MAX_STATEMENTS + 1))), code(exercise1())],
+        exercises=(EX1.id,),
+    ).write(tmp_path)
+    [result] = grader.run([padded]).submissions
+    assert result.score == 0 and result.steps == []
+    assert result.error is not None and f"more than {MAX_STATEMENTS:,} statements" in result.error

@@ -280,8 +280,30 @@ while ready:
 """Grad mode switched on through libc10 itself, with ctypes's loader found among Python's
 classes (no import, no name the scan knows), and the graph's nodes called by hand."""
 
+ORIGINAL_GRAD_SWITCH = r"""
+import sys
+switch = None
+for module in list(sys.modules.values()):  # an unpoisoned original kept in some list
+    for value in list(getattr(module, "__dict__", {}).values()):
+        if isinstance(value, list):
+            for x in value:
+                if type(x) is type(len) and getattr(x, "__name__", "") == "_set_grad_enabled":
+                    switch = x
+engines = [c for c in object.__subclasses__() if c.__name__ == "_EngineBase"]
+x = getattr(torch._C.TensorBase, "requires" + "_grad_")(h.detach().clone())
+switch(True)
+out = x @ W2 + b2
+switch(False)
+(dh,) = engines[0]().run_backward((out,), (dlogits,), False, False, (x,), False, False)
+dh = dh.detach()
+"""
+"""Grad mode switched on through an original ``_set_grad_enabled`` found in a list (not in a
+module's names, which are poisoned), the engine found among Python's classes."""
+
 ATTACKS: dict[str, tuple[str, str, bool]] = {
     "native-grad-mode": ("dhprebn", NATIVE_GRAD_MODE, False),
+    "original-grad-switch": ("dh", ORIGINAL_GRAD_SWITCH, True),
+    "watch-removed": ("dW2", "import sys\nsys.setprofile(None)\ndW2 = h.T @ dlogits", True),
     "getattr-names": (
         "dprobs",
         "ag = getattr(torch, 'auto' + 'grad')\non = getattr(torch, 'enable' + '_grad')\n"

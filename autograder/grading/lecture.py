@@ -94,6 +94,13 @@ class Context:
     region: list[Stmt]
     stops: list[Stmt]  # the statements that ended a region (parameters or batch drawn anew)
 
+    @property
+    def in_region(self) -> set[int]:
+        """The indices of the region's statements."""
+        if not hasattr(self, "_in_region"):
+            self._in_region = {s.index for s in self.region}
+        return self._in_region
+
 
 def read_lecture(nb: Mapping[str, Any], path: Path) -> list[Submission] | None:
     """The submissions of a notebook in the lecture's format: Exercise 1 always, Exercises 2 and
@@ -231,16 +238,20 @@ def _one_go_cells(ctx: Context) -> dict[int, Exercise]:
 def _within(stmts: Sequence[Stmt], answer: Stmt) -> set[str]:
     """The names ``answer`` reads, followed back through what ``stmts`` (one cell) bind before
     it: the names it reads from outside."""
+    by_name: dict[str, list[Stmt]] = {}
+    for s in stmts:
+        if s.index < answer.index:
+            for name in s.defs | s.mods:
+                by_name.setdefault(name, []).append(s)
     free: set[str] = set()
     todo = set(answer.reads)
-    earlier = [s for s in stmts if s.index < answer.index]
     seen: set[str] = set()
     while todo:
         name = todo.pop()
         if name in seen:
             continue
         seen.add(name)
-        binders = [s for s in earlier if name in s.defs | s.mods]
+        binders = by_name.get(name, [])
         if not binders:
             free.add(name)
         for s in binders:
@@ -342,10 +353,8 @@ def _rebound(ctx: Context, name: str, before: int, home: int) -> bool:
     temporary, and its definition comes along."""
     if ctx.names.ours(name) in MAIN.by_name:
         return False  # gradients: see _provided
-    region = {s.index for s in ctx.region}
-    for s in reversed(ctx.nb.stmts[:before]):
-        if name in s.defs | s.mods:
-            return s.index in region and s.cell == home
+    for s in ctx.nb.binding(name, before):
+        return s.cell == home and s.index in ctx.in_region
     return False
 
 
@@ -369,7 +378,7 @@ def _definition(nb: Notebook, name: str, before: int, forward_start: int) -> lis
     fresh binding and whatever built on it since. Before the forward pass only definitions and
     imports count (data loading is not an answer's)."""
     chain: list[Stmt] = []
-    for s in reversed(nb.stmts[:before]):
+    for s in nb.binding(name, before):
         if name in s.defs:
             if s.index < forward_start and not _portable(s):
                 return []

@@ -22,6 +22,7 @@ concept (what a statement binds, changes and reads), applied to every kind of st
 from __future__ import annotations
 
 import ast
+import bisect
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -68,6 +69,30 @@ class Notebook:
 
     stmts: list[Stmt] = field(default_factory=list)
     unparsed: dict[int, int] = field(default_factory=dict)  # cell -> line of its syntax error
+    binders: dict[str, list[int]] = field(default_factory=dict)  # name -> statements binding
+    # or changing it, in order (so a name's definition is found without scanning the notebook)
+
+    def binding(self, name: str, before: int) -> Iterator[Stmt]:
+        """The statements before statement ``before`` that bind or change ``name``, last first."""
+        at = self.binders.get(name, [])
+        for i in reversed(at[: bisect.bisect_left(at, before)]):
+            yield self.stmts[i]
+
+
+MAX_STATEMENTS = 3_000
+"""The most statements the reader follows in one notebook (the lecture's notebook, answered,
+has about 200; real learners' at most about 300): the data flow is followed in time that grows
+with their number, so a notebook past it is refused with a reason rather than followed."""
+
+MAX_CODE_CHARS = 300_000
+"""The most characters of code the reader parses in one notebook (learners' about 20,000)."""
+
+MAX_PARTS = 16
+"""``a, b, ... = x, y, ...`` with more names than this is read as one statement, not split."""
+
+
+class TooMuchCode(ValueError):
+    """A notebook with more code than the reader follows (see :data:`MAX_STATEMENTS`)."""
 
 
 def cell_source(cell: Mapping[str, object]) -> str:
@@ -99,12 +124,16 @@ def without_leading_indent(text: str) -> str:
 def read_cells(cells: Iterable[Mapping[str, object]], max_chars: int = 100_000) -> Notebook:
     """Every code cell's statements, in file order."""
     out = Notebook()
+    total = 0
     for number, cell in enumerate(cells, start=1):
         if cell.get("cell_type") != "code":
             continue
         text = without_leading_indent(without_magics(cell_source(cell)))
         if not text.strip() or len(text) > max_chars:
             continue
+        total += len(text)
+        if total > MAX_CODE_CHARS:
+            raise TooMuchCode(f"more than {MAX_CODE_CHARS:,} characters of code")
         try:
             tree = ast.parse(text)
         except SyntaxError as e:
@@ -115,8 +144,13 @@ def read_cells(cells: Iterable[Mapping[str, object]], max_chars: int = 100_000) 
             continue
         lines = tuple(line.encode() for line in text.split("\n"))
         for node, part in _flatten(tree.body):
+            if len(out.stmts) >= MAX_STATEMENTS:
+                raise TooMuchCode(f"more than {MAX_STATEMENTS:,} statements")
             defs, mods, reads = analyse(node, part)
-            out.stmts.append(Stmt(len(out.stmts), number, node, lines, defs, mods, reads, part))
+            index = len(out.stmts)
+            out.stmts.append(Stmt(index, number, node, lines, defs, mods, reads, part))
+            for name in defs | mods:
+                out.binders.setdefault(name, []).append(index)
     return out
 
 
@@ -138,7 +172,7 @@ def _parts(node: ast.stmt) -> int:
         if (
             isinstance(t, ast.Tuple | ast.List)
             and isinstance(v, ast.Tuple | ast.List)
-            and len(t.elts) == len(v.elts) > 1
+            and MAX_PARTS >= len(t.elts) == len(v.elts) > 1
             and all(isinstance(e, ast.Name) for e in t.elts)
         ):
             return len(t.elts)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .lecture import read_lecture
+from .lecture_code import TooMuchCode
 from .submission import Submission, SubmissionError, exercise_of, extract_answers, read_notebook
 
 
@@ -36,6 +37,11 @@ def _load_submissions(path: Path) -> list[Submission]:
     if exercise_of(nb) is None:
         try:
             found = read_lecture(nb, path)
+        except TooMuchCode as e:
+            raise SubmissionError(
+                f"the notebook holds {e} (more than an answered lecture notebook ever does): "
+                "hand in the notebook with the exercise's cells only"
+            ) from None
         except (RecursionError, MemoryError, ValueError) as e:  # code too deep or too odd
             raise SubmissionError(
                 f"the notebook's code could not be followed ({type(e).__name__}); "

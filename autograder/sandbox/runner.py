@@ -434,6 +434,7 @@ class Answering:
         self.grad_fn = torch._C.TensorBase.grad_fn.__get__
         self.dumps, self.isfinite, self.pack = json.dumps, math.isfinite, struct.pack
         self.builtins = builtins
+        self.watching: Any = lambda: True  # see _watch_grad_mode
 
     def raw(self, t: Any) -> bytes:
         """The bytes of a contiguous tensor, any dtype."""
@@ -467,7 +468,13 @@ class Answering:
                 for k, v in given.items()
                 if isinstance(v, self.Tensor) and not self.equal(v, pristine[k])
             ]
-            rec["autograd"] = bool(self.is_grad_enabled() or rec.pop("autograd_result", False))
+            watched = self.watching()
+            if not watched:  # taken away: by a recursion past the limit, say
+                with contextlib.suppress(OSError):
+                    _write(ALARM_FD, b"the grad-mode watch, switched off\n")
+            rec["autograd"] = bool(
+                self.is_grad_enabled() or rec.pop("autograd_result", False) or not watched
+            )
             records.append(rec)
         header = self.dumps({"cases": records}, allow_nan=False).encode()
         return self.pack("<Q", len(header)) + header + b"".join(blobs)
@@ -601,6 +608,7 @@ def _answer_process(
         if INSTALL_STEP_FILTER is not None:
             INSTALL_STEP_FILTER()
         _forget_the_runner()
+        ANSWERING.watching = _watch_grad_mode(ANSWERING.is_grad_enabled, ALARM_FD)
         write_all, pack = wire.write_all, struct.pack
         for index, step in enumerate(steps):
             data = ANSWERING.run(step["name"], step["upstream"], step["code"], cases)
@@ -609,6 +617,36 @@ def _answer_process(
         code = 70
     finally:
         _exit(code)
+
+
+def _watch_grad_mode(is_grad_enabled: Any, alarm_fd: int) -> Any:
+    """Install, in a process about to run answers, a profile hook that catches grad mode switched
+    on by any route (the poisoned names are the front door; an original ``_set_grad_enabled``
+    kept in some list, or a native call, would be a back one): after every call into C it looks
+    at grad mode, and reports and switches it off when it is on, so no graph is recorded. The
+    hook cannot be taken away (``sys.setprofile`` reports, then refuses); returns a function
+    that tells whether it is still installed (a hook that raised, at the recursion limit say,
+    is dropped by Python: then the answer's case counts as tampering)."""
+    set_grad = sys.modules["torch"]._C._set_grad_enabled  # the poisoned one: it reports
+    getprofile, write = sys.getprofile, _write
+    reported = [False]
+
+    def hook(frame: Any, event: str, arg: Any) -> None:
+        if event == "c_return" and is_grad_enabled():
+            if not reported[0]:
+                reported[0] = True
+                with contextlib.suppress(OSError):
+                    write(alarm_fd, b"torch.set_grad_enabled(True)\n")
+            with contextlib.suppress(BaseException):
+                set_grad(False)
+
+    sys.setprofile(hook)
+    make = _poisoner(alarm_fd)
+    _put(sys, "setprofile", make("sys.setprofile", report=True))
+    threading = sys.modules.get("threading")
+    if threading is not None:
+        _put(threading, "setprofile", make("threading.setprofile", report=True))
+    return lambda: getprofile() is hook
 
 
 def _forget_the_runner() -> None:
