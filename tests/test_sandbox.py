@@ -297,12 +297,40 @@ switch(False)
 (dh,) = engines[0]().run_backward((out,), (dlogits,), False, False, (x,), False, False)
 dh = dh.detach()
 """
-"""Grad mode switched on through an original ``_set_grad_enabled`` found in a list (not in a
-module's names, which are poisoned), the engine found among Python's classes."""
+"""Grad mode switched on through an original ``_set_grad_enabled`` looked for in a list (as
+``torch.fx`` keeps one: replaced there too), the engine found among Python's classes."""
+
+GUARD_AND_ENGINE = r"""
+engine = [c for c in object.__subclasses__() if c.__name__ == "_EngineBase"][0]
+leaf = torch.nn.Parameter(h.clone())
+on = torch._C._InferenceMode(False)  # a guard's constructor switches grad mode on
+out = leaf @ W2 + b2  # operators only while it is on: no call Python reports
+del on
+dh = engine().run_backward((out,), (dlogits,), False, False, (leaf,), False, False)[0]
+"""
+"""Grad mode switched on by one of torch's own guards, the graph recorded through operators
+alone, the engine found among Python's classes."""
+
+ORIGINALS_TABLE = r"""
+import sys
+main = sys.modules["__main__"]
+table = getattr(main, "_REP" + "LACED")
+originals = {getattr(o, "__name__", ""): o for o, _ in table.values()}
+originals["setprofile"](None)  # the watch off, with the original kept in the runner's table
+on = torch._C._InferenceMode(False)
+leaf = torch.nn.Parameter(h.clone())
+out = torch.matmul(leaf, W2) + b2
+del on
+engine = [c for c in object.__subclasses__() if c.__name__ == "_EngineBase"][0]
+dh = engine().run_backward((out,), (dlogits,), False, False, (leaf,), False, False)[0]
+"""
+"""The originals of what was poisoned, looked up in a table the runner kept."""
 
 ATTACKS: dict[str, tuple[str, str, bool]] = {
     "native-grad-mode": ("dhprebn", NATIVE_GRAD_MODE, False),
-    "original-grad-switch": ("dh", ORIGINAL_GRAD_SWITCH, True),
+    "guard-and-engine": ("dh", GUARD_AND_ENGINE, True),
+    "originals-table": ("dh", ORIGINALS_TABLE, False),
+    "original-grad-switch": ("dh", ORIGINAL_GRAD_SWITCH, False),  # no original left to find
     "watch-removed": ("dW2", "import sys\nsys.setprofile(None)\ndW2 = h.T @ dlogits", True),
     "getattr-names": (
         "dprobs",

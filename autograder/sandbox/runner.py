@@ -200,7 +200,37 @@ def _replace_aliases() -> None:
             if found is not None and found[0] is value:
                 with contextlib.suppress(AttributeError, TypeError, KeyError):
                     namespace[attr] = found[1]
+            elif type(value) in (list, dict, set, tuple, frozenset):
+                with contextlib.suppress(Exception):
+                    replaced = _replaced_in(value)
+                    if replaced is not value:
+                        namespace[attr] = replaced
     _REPLACED.clear()
+
+
+def _replaced_in(box: Any) -> Any:
+    """``box`` (a list, dict or set, changed in place; a tuple or frozenset, a new one) with
+    the originals it holds directly replaced (``torch.fx`` keeps ``_set_grad_enabled`` in a
+    list, for one)."""
+
+    def swap(x: Any) -> Any:
+        found = _REPLACED.get(id(x))
+        return found[1] if found is not None and found[0] is x else x
+
+    if type(box) is list:
+        for i, x in enumerate(box):
+            box[i] = swap(x)
+    elif type(box) is dict:
+        for k, x in list(box.items()):
+            box[k] = swap(x)
+    elif type(box) is set:
+        olds = [x for x in box if swap(x) is not x]
+        for x in olds:
+            box.discard(x)
+            box.add(swap(x))
+    elif any(swap(x) is not x for x in box):
+        return type(box)(swap(x) for x in box)
+    return box
 
 
 def _torch_modules() -> list[Any]:
@@ -389,6 +419,7 @@ def _close_escape_hatches(make: Any) -> None:
     for attr in ("get_objects", "get_referrers", "get_referents"):
         _put(gc, attr, make(f"gc.{attr}", report=False))
     del objects
+    _REPLACED.clear()  # no table of the originals stays behind
     warnings.resetwarnings()
 
 
@@ -619,11 +650,19 @@ def _answer_process(
         _exit(code)
 
 
+WATCHED = frozenset(
+    {"run_backward", "queue_callback", "_make_dual", "_unpack_dual", "_enter_dual_level"}
+)
+"""Native functions of autograd's engine and forward mode: called from Python, whatever the
+route to them (``_EngineBase`` found among Python's classes, say), they are reported."""
+
+
 def _watch_grad_mode(is_grad_enabled: Any, alarm_fd: int) -> Any:
     """Install, in a process about to run answers, a profile hook that catches grad mode switched
-    on by any route (the poisoned names are the front door; an original ``_set_grad_enabled``
-    kept in some list, or a native call, would be a back one): after every call into C it looks
-    at grad mode, and reports and switches it off when it is on, so no graph is recorded. The
+    on by another route (the poisoned names are the front door; an original ``_set_grad_enabled``
+    kept somewhere, or a guard of torch's, would be a back one): at every call and return that
+    Python reports (Python functions, and builtins called from Python) it looks at grad mode, and
+    reports and switches it off when it is on, so a graph recorded from Python is caught. The
     hook cannot be taken away (``sys.setprofile`` reports, then refuses); returns a function
     that tells whether it is still installed (a hook that raised, at the recursion limit say,
     is dropped by Python: then the answer's case counts as tampering)."""
@@ -632,7 +671,10 @@ def _watch_grad_mode(is_grad_enabled: Any, alarm_fd: int) -> Any:
     reported = [False]
 
     def hook(frame: Any, event: str, arg: Any) -> None:
-        if event == "c_return" and is_grad_enabled():
+        if event == "c_call" and getattr(arg, "__name__", None) in WATCHED:
+            with contextlib.suppress(OSError):
+                write(alarm_fd, f"torch's {arg.__name__}".encode() + b"\n")
+        if is_grad_enabled():  # at every call and return, Python's or native
             if not reported[0]:
                 reported[0] = True
                 with contextlib.suppress(OSError):
@@ -646,6 +688,7 @@ def _watch_grad_mode(is_grad_enabled: Any, alarm_fd: int) -> Any:
     threading = sys.modules.get("threading")
     if threading is not None:
         _put(threading, "setprofile", make("threading.setprofile", report=True))
+    _REPLACED.clear()  # the original sys.setprofile is nowhere an answer can reach
     return lambda: getprofile() is hook
 
 
