@@ -480,6 +480,7 @@ RIGHT: tuple[Answer, ...] = (
         "dlogprobs[range(n), Yb] -= 1.0 / n",
     ),
     _r("dprobs", "dprobs = dlogprobs / probs"),
+    _r("dh", "backward = dlogits @ W2.T  # a temporary's name, not autograd's", "dh = backward"),
     _r("dprobs", "dprobs = probs**-1 * dlogprobs"),
     _r("dprobs", "dprobs = dlogprobs * probs.reciprocal()"),
     _r("dcounts_sum_inv", "dcounts_sum_inv = (dprobs * counts).sum(dim=1, keepdim=True)"),

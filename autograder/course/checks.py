@@ -91,6 +91,23 @@ def _words(source: str, attributes_only: bool = False) -> set[str]:
     return found
 
 
+def _bound(source: str) -> set[str]:
+    """The names a piece of code binds itself (assigned, defined, parameters)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            out.add(node.id)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            out.add(node.name)
+        elif isinstance(node, ast.arg):
+            out.add(node.arg)
+    return out
+
+
 def _shape(shape: Any) -> str:
     return "(" + ", ".join(str(int(s)) for s in shape) + ("," if len(shape) == 1 else "") + ")"
 
@@ -410,7 +427,12 @@ class Checks:
         if all(o["kind"] == "not-implemented" for o in outs):
             return self.say(name, "not-implemented")
         attributes = _words(code, attributes_only=True)
-        used = [w for w in self.spec["autograd_names"] if w in words]
+        own = _bound(code)  # the code's own variables (a temporary called `backward`)
+        used = [
+            w
+            for w in self.spec["autograd_names"]
+            if w in attributes or (w in words and w not in own)
+        ]
         used += [w for w in self.spec["autograd_attributes"] if w in attributes]
         if used or any(o.get("autograd") for o in outs):
             names = ", ".join(f"`{w}`" for w in used) or "autograd"

@@ -20,6 +20,7 @@ with the wrong factor.
 
 from __future__ import annotations
 
+import ast
 import io
 import math
 import tokenize
@@ -243,16 +244,39 @@ AUTOGRAD_ATTRIBUTES = frozenset({"grad", "vjp", "jacrev", "jacobian", "func"})
 (a student may well call a temporary ``grad``)."""
 
 
+def bound_names(code: str) -> set[str]:
+    """The names the code binds itself (assigned, defined, parameters): its own variables."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            out.add(node.id)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            out.add(node.name)
+        elif isinstance(node, ast.arg):
+            out.add(node.arg)
+    return out
+
+
 def autograd_names(code: str) -> list[str]:
-    """Names of autograd machinery the code mentions (comments and strings ignored)."""
+    """Names of autograd machinery the code mentions (comments and strings ignored); a name the
+    code binds itself is its own variable (a temporary called ``backward``), not autograd's,
+    except after a dot."""
     found: list[str] = []
+    own = bound_names(code)
     toks = tokens(code)
     for i, tok in enumerate(toks):
         attribute = i > 0 and toks[i - 1].string == "."
         if (
             tok.type == tokenize.NAME
             and tok.string not in found
-            and (tok.string in AUTOGRAD_NAMES or (attribute and tok.string in AUTOGRAD_ATTRIBUTES))
+            and (
+                (tok.string in AUTOGRAD_NAMES and (attribute or tok.string not in own))
+                or (attribute and tok.string in AUTOGRAD_ATTRIBUTES)
+            )
         ):
             found.append(tok.string)
     return found
