@@ -40,6 +40,24 @@ def reads(expression: str) -> frozenset[str]:
     return frozenset(n.id for n in ast.walk(tree) if isinstance(n, ast.Name))
 
 
+def bound_names(source: str) -> set[str]:
+    """The names a piece of code binds itself (assigned, defined, parameters): its own
+    variables (a temporary called ``backward`` is not autograd's)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            out.add(node.id)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            out.add(node.name)
+        elif isinstance(node, ast.arg):
+            out.add(node.arg)
+    return out
+
+
 def init_params(cfg: Any, g: torch.Generator) -> dict[str, torch.Tensor]:
     """Parameters as in the lecture, all drawn from ``g`` (bngain and bnbias too); ``cfg`` has
     the attributes ``vocab_size``, ``block_size``, ``n_embd`` and ``n_hidden``.

@@ -38,6 +38,7 @@ from ..core.portable import (
     as64,
     autograd_gradients,
     autograd_training,
+    bound_names,
     broadcast_shape,
     close,
     evaluate,
@@ -89,23 +90,6 @@ def _words(source: str, attributes_only: bool = False) -> set[str]:
         elif isinstance(node, ast.keyword) and node.arg:
             found.add(node.arg)
     return found
-
-
-def _bound(source: str) -> set[str]:
-    """The names a piece of code binds itself (assigned, defined, parameters)."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return set()
-    out: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            out.add(node.id)
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            out.add(node.name)
-        elif isinstance(node, ast.arg):
-            out.add(node.arg)
-    return out
 
 
 def _shape(shape: Any) -> str:
@@ -427,7 +411,7 @@ class Checks:
         if all(o["kind"] == "not-implemented" for o in outs):
             return self.say(name, "not-implemented")
         attributes = _words(code, attributes_only=True)
-        own = _bound(code)  # the code's own variables (a temporary called `backward`)
+        own = bound_names(code)  # the code's own variables (a temporary called `backward`)
         used = [
             w
             for w in self.spec["autograd_names"]

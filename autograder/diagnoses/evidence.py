@@ -20,7 +20,6 @@ with the wrong factor.
 
 from __future__ import annotations
 
-import ast
 import io
 import math
 import tokenize
@@ -33,6 +32,7 @@ from ..core.cases import Case
 from ..core.portable import (
     FLOOR,
     as64,
+    bound_names,
     broadcast_shape,
     close,
     factor_name,
@@ -242,23 +242,6 @@ AUTOGRAD_NAMES = frozenset(
 AUTOGRAD_ATTRIBUTES = frozenset({"grad", "vjp", "jacrev", "jacobian", "func"})
 """Names that mean autograd as attributes (``C.grad``, ``torch.func.vjp``), not as variables
 (a student may well call a temporary ``grad``)."""
-
-
-def bound_names(code: str) -> set[str]:
-    """The names the code binds itself (assigned, defined, parameters): its own variables."""
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return set()
-    out: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            out.add(node.id)
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            out.add(node.name)
-        elif isinstance(node, ast.arg):
-            out.add(node.arg)
-    return out
 
 
 def autograd_names(code: str) -> list[str]:
