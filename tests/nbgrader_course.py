@@ -272,6 +272,14 @@ def run_readme(
 
 SEED = 271828
 STEPS = EXERCISE.steps
+
+
+def kit_env(names_txt: Path, seed: int = SEED) -> dict[str, str]:
+    """The environment of a course's nbgrader commands: one seed for nbgrader's graders and the
+    CLI, names.txt for the kernels."""
+    return {"BACKPROP_NINJA_SEED": str(seed), "BACKPROP_NINJA_NAMES": str(names_txt)}
+
+
 TOTAL = float(sum(s.points for s in STEPS))
 
 EXPECTED = {

@@ -39,6 +39,7 @@ from .nbgrader_course import (
     cli_steps,
     grade_cell,
     grade_id,
+    kit_env,
     link_venv,
     make_course,
     read_export,
@@ -58,8 +59,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def env(names_txt: Path) -> dict[str, str]:
-    """One seed for nbgrader's graders and the CLI; names.txt for the kernels."""
-    return {"BACKPROP_NINJA_SEED": str(SEED), "BACKPROP_NINJA_NAMES": str(names_txt)}
+    return kit_env(names_txt)
 
 
 @pytest.fixture(scope="module")

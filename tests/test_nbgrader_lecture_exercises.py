@@ -19,7 +19,7 @@ from nbgrader.api import Gradebook
 from autograder.course.build import paths
 from autograder.exercises import EXERCISES, Exercise
 
-from .nbgrader_course import make_course, run_nbgrader, stock_execute_option
+from .nbgrader_course import kit_env, make_course, run_nbgrader, stock_execute_option
 
 pytestmark = pytest.mark.slow
 
@@ -88,7 +88,7 @@ def _released(ex: Exercise) -> NotebookNode:
 
 @pytest.fixture(scope="module")
 def env(names_txt: Path) -> dict[str, str]:
-    return {"BACKPROP_NINJA_SEED": str(SEED), "BACKPROP_NINJA_NAMES": str(names_txt)}
+    return kit_env(names_txt, SEED)
 
 
 @pytest.fixture(scope="module")

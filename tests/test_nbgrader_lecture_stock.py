@@ -11,7 +11,7 @@ import pytest
 
 from autograder.exercises import Exercise
 
-from .nbgrader_course import make_course
+from .nbgrader_course import kit_env, make_course
 from .test_nbgrader_lecture_exercises import LECTURE, SEED, Graded, grade
 
 pytestmark = pytest.mark.slow
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def env(names_txt: Path) -> dict[str, str]:
-    return {"BACKPROP_NINJA_SEED": str(SEED), "BACKPROP_NINJA_NAMES": str(names_txt)}
+    return kit_env(names_txt, SEED)
 
 
 @pytest.fixture(scope="module")

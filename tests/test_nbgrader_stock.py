@@ -35,6 +35,7 @@ from .nbgrader_course import (
     Run,
     cli_steps,
     grade_cell,
+    kit_env,
     make_course,
     read_export,
     read_feedback,
@@ -51,8 +52,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def env(names_txt: Path) -> dict[str, str]:
-    """One seed for nbgrader's graders and the CLI; names.txt for the kernels."""
-    return {"BACKPROP_NINJA_SEED": str(SEED), "BACKPROP_NINJA_NAMES": str(names_txt)}
+    return kit_env(names_txt)
 
 
 @pytest.fixture(scope="module")

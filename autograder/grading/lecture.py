@@ -38,6 +38,7 @@ import ast
 import builtins
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -94,12 +95,10 @@ class Context:
     region: list[Stmt]
     stops: list[Stmt]  # the statements that ended a region (parameters or batch drawn anew)
 
-    @property
-    def in_region(self) -> set[int]:
+    @cached_property
+    def in_region(self) -> frozenset[int]:
         """The indices of the region's statements."""
-        if not hasattr(self, "_in_region"):
-            self._in_region = {s.index for s in self.region}
-        return self._in_region
+        return frozenset(s.index for s in self.region)
 
 
 def read_lecture(nb: Mapping[str, Any], path: Path) -> list[Submission] | None:
@@ -353,9 +352,8 @@ def _rebound(ctx: Context, name: str, before: int, home: int) -> bool:
     temporary, and its definition comes along."""
     if ctx.names.ours(name) in MAIN.by_name:
         return False  # gradients: see _provided
-    for s in ctx.nb.binding(name, before):
-        return s.cell == home and s.index in ctx.in_region
-    return False
+    last = next(ctx.nb.binding(name, before), None)  # the binding the read sees
+    return last is not None and last.cell == home and last.index in ctx.in_region
 
 
 def _own_gradient(

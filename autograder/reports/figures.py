@@ -256,6 +256,23 @@ _W, _H = 1.4, 0.38
 """Width and height of a node of the backward graph, in data units (one level is 1)."""
 
 
+def _arrow(
+    start: tuple[float, float], end: tuple[float, float], style: str = "arc3,rad=0"
+) -> FancyArrowPatch:
+    """An edge of the backward graph, from ``start`` to ``end``."""
+    return FancyArrowPatch(
+        start,
+        end,
+        connectionstyle=style,
+        arrowstyle="-|>",
+        mutation_scale=8,
+        color="#616161",
+        linewidth=0.8,
+        shrinkA=1,
+        shrinkB=1,
+    )
+
+
 @lru_cache(maxsize=256)
 def backward_graph(exercise: str, status: tuple[tuple[str, str], ...]) -> str:
     """An exercise's backward pass as a graph: one node per variable, the loss at the top, an
@@ -286,19 +303,7 @@ def backward_graph(exercise: str, status: tuple[tuple[str, str], ...]) -> str:
                 style = f"arc3,rad={0.25 + 0.02 * (y0 - y1)}"
             else:
                 start, end, style = (x0, y0 - _H / 2), (x1, y1 + _H / 2), "arc3,rad=0"
-            ax.add_patch(
-                FancyArrowPatch(
-                    start,
-                    end,
-                    connectionstyle=style,
-                    arrowstyle="-|>",
-                    mutation_scale=8,
-                    color="#616161",
-                    linewidth=0.8,
-                    shrinkA=1,
-                    shrinkB=1,
-                )
-            )
+            ax.add_patch(_arrow(start, end, style))
         for var, (x, y) in pos.items():
             name = steps_of.get(var, "")
             given = var == ROOT or var not in steps_of  # the top, or a given upstream gradient
@@ -330,18 +335,7 @@ def backward_graph(exercise: str, status: tuple[tuple[str, str], ...]) -> str:
             # under the whole graph, reached from the table's gradient at the bottom
             y = -depth + len(training) - i
             colour = colours[by_step.get(step.name, "ungraded")]
-            ax.add_patch(
-                FancyArrowPatch(
-                    (0, y + 1 - _H / 2),
-                    (0, y + _H / 2),
-                    arrowstyle="-|>",
-                    mutation_scale=8,
-                    color="#616161",
-                    linewidth=0.8,
-                    shrinkA=1,
-                    shrinkB=1,
-                )
-            )
+            ax.add_patch(_arrow((0, y + 1 - _H / 2), (0, y + _H / 2)))
             ax.add_patch(
                 FancyBboxPatch(
                     (-_W / 2, y - _H / 2),
