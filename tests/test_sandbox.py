@@ -1104,3 +1104,26 @@ def test_the_scratch_never_covers_what_the_sandbox_must_see() -> None:
     assert plan.scratch_path(["/tmp/a", "/scratch"]) == "/backprop-ninja-scratch"
     with pytest.raises(RuntimeError):
         plan.scratch_path(["/"])
+
+
+def test_a_copy_being_made_is_never_swept_and_one_left_half_made_is_in_time(
+    tmp_path: Path,
+) -> None:
+    """Two graders starting at once: the one sweeping must not take the other's copy before
+    its lock is held. A copy is made under a pending name and renamed once locked; a pending
+    folder is swept only when it is old (its maker died half way)."""
+    fresh = tmp_path / (plan.PENDING_PREFIX + "fresh")
+    old = tmp_path / (plan.PENDING_PREFIX + "old")
+    for folder in (fresh, old):
+        folder.mkdir()
+        (folder / ".lock").touch()  # a lock file not yet locked: the moment of the race
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    assert plan.sweep_runner_copies(str(tmp_path)) == [str(old)]
+    assert fresh.is_dir()
+    made = plan.runner_copy()
+    try:
+        top = os.path.basename(os.path.dirname(made))
+        assert top.startswith(plan.COPY_PREFIX) and os.path.isfile(os.path.join(made, "runner.py"))
+        assert os.path.dirname(made) not in plan.sweep_runner_copies()  # locked: in use
+    finally:
+        plan.remove_runner_copy(made)

@@ -175,6 +175,10 @@ def make_plan(
 COPY_PREFIX = "backprop-ninja-runner-"
 """Names of the runner's copies in the temporary folder."""
 
+PENDING_PREFIX = "backprop-ninja-pending-"
+"""A copy being made: it takes its copy name only once its lock is held, so that another
+grader's sweep, starting at the same moment, never finds it with its lock free."""
+
 _LOCKS: dict[str, int] = {}
 """Each live copy of this process -> the fd of its lock (held while the copy is in use)."""
 
@@ -186,9 +190,12 @@ def runner_copy() -> str:
     so that copies of a grader killed outright are removed by the next one
     (:func:`sweep_runner_copies`)."""
     sweep_runner_copies()
-    top = tempfile.mkdtemp(prefix=COPY_PREFIX)
-    fd = os.open(os.path.join(top, ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    pending = tempfile.mkdtemp(prefix=PENDING_PREFIX)
+    fd = os.open(os.path.join(pending, ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    suffix = os.path.basename(pending).removeprefix(PENDING_PREFIX)
+    top = os.path.join(os.path.dirname(pending), COPY_PREFIX + suffix)
+    os.rename(pending, top)  # a sweep sees it from now on, its lock already held
     folder = os.path.join(top, "runner")
     os.mkdir(folder)
     _LOCKS[folder] = fd
@@ -209,8 +216,9 @@ def remove_runner_copy(folder: str) -> None:
 
 def sweep_runner_copies(base: str | None = None, stale_seconds: float = 3600.0) -> list[str]:
     """Remove this user's runner copies in ``base`` (the temporary folder) that no live process
-    holds: their lock is free (its grader died, even by SIGKILL), or, for copies without one,
-    they are older than ``stale_seconds``. Returns the folders removed."""
+    holds: their lock is free (its grader died, even by SIGKILL), or, for copies without one
+    and copies left half made (:data:`PENDING_PREFIX`), they are older than ``stale_seconds``.
+    Returns the folders removed."""
     base = base or tempfile.gettempdir()
     removed: list[str] = []
     try:
@@ -218,14 +226,20 @@ def sweep_runner_copies(base: str | None = None, stale_seconds: float = 3600.0) 
     except OSError:
         return removed
     for entry in entries:
-        if not entry.name.startswith(COPY_PREFIX) or os.path.join(entry.path, "runner") in _LOCKS:
+        pending = entry.name.startswith(PENDING_PREFIX)
+        if not (pending or entry.name.startswith(COPY_PREFIX)):
+            continue
+        if os.path.join(entry.path, "runner") in _LOCKS:
             continue
         try:
             info = entry.stat(follow_symlinks=False)
             if not entry.is_dir(follow_symlinks=False) or info.st_uid != os.geteuid():
                 continue
             lock = os.path.join(entry.path, ".lock")
-            if os.path.exists(lock):
+            if pending:
+                if time.time() - info.st_mtime < stale_seconds:
+                    continue  # being made now (or its maker died: then an hour later)
+            elif os.path.exists(lock):
                 fd = os.open(lock, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
