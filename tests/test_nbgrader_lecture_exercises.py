@@ -70,16 +70,17 @@ class Graded:
 
 
 def grade(root: Path, env: dict[str, str], stock: bool, students: list[str]) -> Graded:
-    logs = []
+    """Generate every assignment of the course, submit the lecture exercises' notebooks and
+    autograde them: one nbgrader command of each (nbgrader reads the assignment id as a
+    pattern)."""
+    run_nbgrader(root, "generate_assignment", "*", "--force", env=env).check_returncode()
     for ex in LECTURE:
-        run_nbgrader(root, "generate_assignment", ex.id, "--force", env=env).check_returncode()
         for student in students:
             submit(root, student, ex, solution(ex) if student == "sol" else _released(ex))
-        args = ["autograde", ex.id, *([stock_execute_option()] if stock else [])]
-        proc = run_nbgrader(root, *args, env=env)
-        proc.check_returncode()
-        logs.append(proc.stdout + proc.stderr)
-    return Graded(root, "\n".join(logs))
+    args = ["autograde", "*", *([stock_execute_option()] if stock else [])]
+    proc = run_nbgrader(root, *args, env=env)
+    proc.check_returncode()
+    return Graded(root, proc.stdout + proc.stderr)
 
 
 def _released(ex: Exercise) -> NotebookNode:

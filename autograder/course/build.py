@@ -97,23 +97,31 @@ def nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return proc
 
 
-def generate(course: Path, ex: Exercise) -> None:
-    """``nbgrader generate_assignment`` then ``generate_solution`` for ``ex`` in ``course``.
+def generate(course: Path, exercises: list[Exercise]) -> None:
+    """``nbgrader generate_assignment`` then ``generate_solution`` for ``exercises``, whose
+    sources are the only ones under ``course``'s ``source/``.
 
-    The assignment goes first: generate_solution looks the assignment up in the gradebook that
-    generate_assignment fills. Raises :class:`BuildError` unless both notebooks appear where the
-    course's configuration puts them (nbgrader falls back to its defaults, ``release/`` and
+    One command of each for all of them (nbgrader reads its assignment id as a pattern: ``*``
+    is every assignment of ``source/``), so nbgrader starts twice whatever their number. The
+    assignments go first: generate_solution looks each up in the gradebook that
+    generate_assignment fills. Raises :class:`BuildError` unless every notebook appears where
+    the course's configuration puts it (nbgrader falls back to its defaults, ``release/`` and
     ``source/``, when it cannot read the configuration, and only logs it).
     """
     if not (course / "nbgrader_config.py").is_file():
         raise BuildError(f"{course} has no nbgrader_config.py")
+    found = sorted(p.name for p in (course / "source").iterdir() if p.is_dir())
+    if found != sorted(ex.id for ex in exercises):
+        raise BuildError(f"{course / 'source'} holds {found}, not the exercises to build")
     for command, key in (("generate_assignment", "release"), ("generate_solution", "solution")):
-        nbgrader(course, command, ex.id, "--force")
-        if not (course / paths(ex)[key]).is_file():
-            raise BuildError(
-                f"`nbgrader {command}` did not write {paths(ex)[key]}: was "
-                f"{course / 'nbgrader_config.py'} loaded? It sets the release and solution folders."
-            )
+        nbgrader(course, command, "*", "--force")
+        for ex in exercises:
+            if not (course / paths(ex)[key]).is_file():
+                raise BuildError(
+                    f"`nbgrader {command}` did not write {paths(ex)[key]}: was "
+                    f"{course / 'nbgrader_config.py'} loaded? It sets the release and solution "
+                    "folders."
+                )
 
 
 def build(
@@ -139,7 +147,8 @@ def build(
         for ex in chosen:
             source = paths(ex)["source"]
             shutil.copytree(root / source.parent, course / source.parent, dirs_exist_ok=True)
-            generate(course, ex)
+        generate(course, chosen)
+        for ex in chosen:
             for key in ("release", "solution"):
                 rel = paths(ex)[key]
                 (root / rel).parent.mkdir(parents=True, exist_ok=True)
