@@ -171,6 +171,13 @@ surrogate."""
 
 CLOSE_AND_HANG = "import os, time\nos.closerange(3, 4096)\ntime.sleep(1e9)"
 
+
+def hang(step: str, spin: bool) -> str:
+    """An answer that never ends: a busy loop (plain code), or a sleep (it imports)."""
+    body = "while True:\n    pass" if spin else "import time\ntime.sleep(1e9)"
+    return f"tag = {step!r}\n{body}"
+
+
 HOSTILE: dict[str, dict[str, str]] = {
     "exits": {
         "dlogprobs": "import os; os._exit(0)",
@@ -239,7 +246,9 @@ HOSTILE: dict[str, dict[str, str]] = {
     },
     "scratch": {"dlogprobs": STASH, "dprobs": READ_STASH.format(tag="scratch")},
     "neighbour": {"dprobs": READ_STASH.format(tag="neighbour")},
-    "loops": {s.name: f"tag = {s.name!r}\nwhile True:\n    pass" for s in EX.steps},
+    # every step hangs: the first spins (plain code), the others sleep, which costs the same
+    # wall-clock budget without burning a core the rest of the suite shares
+    "loops": {s.name: hang(s.name, spin=i == 0) for i, s in enumerate(EX.steps)},
     "forgeries": {
         "dlogprobs": forge("{'kind': 'number', 'number': 10**400}"),
         "dprobs": forge(
@@ -671,7 +680,7 @@ def test_a_notebook_that_spends_its_budget_does_not_time_out_a_classmates_answer
 ) -> None:
     """The thief loops in its first steps and has the model answers in the rest, which its
     budget never reaches; the clean notebook, graded in the same run, shares those answers."""
-    thief = {s.name: f"tag = {s.name!r}\nwhile True:\n    pass" for s in EX.steps[:20]}
+    thief = {s.name: hang(s.name, spin=i == 0) for i, s in enumerate(EX.steps[:20])}
     paths = [
         make_notebook(tmp_path / "a-thief.ipynb", thief),
         make_notebook(tmp_path / "b-clean.ipynb"),

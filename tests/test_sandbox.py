@@ -231,6 +231,9 @@ if os.listdir("/tmp"):
 """)
 
 LOOP = "x = {tag!r}\nwhile True:\n    pass"
+SLEEP = "x = {tag!r}\nimport time\ntime.sleep(1e9)"
+"""Answers that never end: the budget probe's first spins, the others sleep (the same wall-clock
+budget, without burning a core the rest of the suite shares)."""
 
 NATIVE_GRAD_MODE = r"""
 every_subclass = getattr(type, "__sub" + "classes__")
@@ -711,7 +714,10 @@ def explore(mode: str) -> dict[str, Any]:
     try:
         budget.cases(EX)
         steps = [s for s in EX.steps[:8]]
-        tasks = [Task(s.name, s.name, s.upstream, LOOP.format(tag=s.name), False) for s in steps]
+        hangs = [(LOOP if i == 0 else SLEEP).format(tag=s.name) for i, s in enumerate(steps)]
+        tasks = [
+            Task(s.name, s.name, s.upstream, h, False) for s, h in zip(steps, hangs, strict=True)
+        ]
         got = dict(budget.pool.run([Job(EX.id, tuple(tasks))]))
         report["budget"] = [
             [name, got[name].status, got[name].detail, got[name].seconds, got[name].own]
