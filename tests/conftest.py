@@ -9,10 +9,12 @@ their own) build one and close it.
 from __future__ import annotations
 
 import os
+import pickle
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from autograder.engine.grader import Grader
 from autograder.grading.results import StepResult
@@ -69,22 +71,66 @@ def grader() -> Iterator[Grader]:
     g.close()
 
 
-@pytest.fixture(scope="session")
-def grade(grader: Grader) -> Callable[[str, str], StepResult]:
-    """``grade(step, code)``: the result of an Exercise 1 answer under the session's grader.
+Corpora = dict[tuple[str, str, str], StepResult]
+"""(exercise id, step, code) -> the answer's result under a grader of seed :data:`SEED`."""
 
-    The whole corpus (:mod:`tests.corpus`) is graded in one batch the first time any answer is
-    asked for; other answers are graded one at a time, and every result is kept for the session.
-    """
+
+def grade_corpora(grader: Grader) -> Corpora:
+    """Every answer of the corpora (:mod:`tests.corpus`, :mod:`tests.corpus_lecture`) graded in
+    one batch (one submission each)."""
+    from autograder.exercises import DEFAULT, EXERCISES
+
+    from .corpus import ALL
+    from .corpus_lecture import RIGHT, WRONG
+
+    items = [(DEFAULT.id, a) for a in ALL] + [*WRONG, *RIGHT]
+    results = grader.grade_codes(
+        [(EXERCISES[e], EXERCISES[e].step(a.step), a.code) for e, a in items]
+    )
+    return {(e, a.step, a.code): r for (e, a), r in zip(items, results, strict=True)}
+
+
+@pytest.fixture(scope="session")
+def graded_corpora(grader: Grader, tmp_path_factory: pytest.TempPathFactory) -> Corpora:
+    """:func:`grade_corpora` once for the whole run: under pytest-xdist, the first worker to ask
+    grades them and leaves the results (pickled) in the run's shared temporary folder, where the
+    others read them (the session grader's seed and limits are the same in every worker), as
+    pytest-xdist's documentation recommends for work done once per session."""
+    shared = tmp_path_factory.getbasetemp().parent / "corpora-results.pickle"
+    with FileLock(f"{shared}.lock"):
+        if shared.is_file():
+            results: Corpora = pickle.loads(shared.read_bytes())
+            return results
+        results = grade_corpora(grader)
+        pending = shared.with_suffix(f".{os.getpid()}.tmp")
+        pending.write_bytes(pickle.dumps(results))
+        pending.replace(shared)  # whole or absent, for the next worker
+        return results
+
+
+@pytest.fixture(scope="session")
+def graded_corpus(graded_corpora: Corpora) -> dict[tuple[str, str], StepResult]:
+    """(step, code) -> result, for every Exercise 1 answer of the corpus."""
     from autograder.exercises import DEFAULT
 
-    from .corpus import grade_all
+    return {(step, code): r for (e, step, code), r in graded_corpora.items() if e == DEFAULT.id}
+
+
+@pytest.fixture(scope="session")
+def grade(grader: Grader, request: pytest.FixtureRequest) -> Callable[[str, str], StepResult]:
+    """``grade(step, code)``: the result of an Exercise 1 answer under the session's grader.
+
+    The whole corpus is graded in one batch the first time any answer is asked for (once for
+    the run: :func:`graded_corpora`); other answers are graded one at a time, and every result
+    is kept for the session.
+    """
+    from autograder.exercises import DEFAULT
 
     results: dict[tuple[str, str], StepResult] = {}
 
     def _grade(step: str, code: str) -> StepResult:
         if not results:
-            results.update(grade_all(grader))
+            results.update(request.getfixturevalue("graded_corpus"))
         if (step, code) not in results:
             results[(step, code)] = grader.grade_code(DEFAULT, DEFAULT.step(step), code)
         return results[(step, code)]

@@ -11,10 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autograder.engine.grader import Grader
-from autograder.exercises import DEFAULT
-from autograder.grading.results import StepResult
-
 
 @dataclass(frozen=True)
 class Answer:
@@ -571,9 +567,3 @@ NOTED: tuple[Answer, ...] = (
 
 ALL: tuple[Answer, ...] = WRONG + RIGHT + NOTED
 """Every answer of the corpus."""
-
-
-def grade_all(grader: Grader) -> dict[tuple[str, str], StepResult]:
-    """Every answer of the corpus graded at once (one submission each), by (step, code)."""
-    results = grader.grade_codes([(DEFAULT, DEFAULT.step(a.step), a.code) for a in ALL])
-    return {(a.step, a.code): r for a, r in zip(ALL, results, strict=True)}

@@ -13,6 +13,7 @@ from autograder.exercises import EXERCISES, Exercise
 from autograder.grading.loading import load_submission
 from autograder.grading.results import StepResult
 
+from .conftest import Corpora
 from .corpus import Answer
 from .corpus_lecture import RIGHT, WRONG
 from .notebooks import make_notebook
@@ -24,13 +25,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
-def corpus_results(grader: Grader) -> dict[tuple[str, str, str], StepResult]:
-    """Every answer of the corpora graded at once."""
-    items = [(e, a) for e, a in (*WRONG, *RIGHT)]
-    results = grader.grade_codes(
-        [(EXERCISES[e], EXERCISES[e].step(a.step), a.code) for e, a in items]
-    )
-    return {(e, a.step, a.code): r for (e, a), r in zip(items, results, strict=True)}
+def corpus_results(graded_corpora: Corpora) -> Corpora:
+    """Every answer of the corpora, graded once for the run (see ``graded_corpora``)."""
+    return graded_corpora
 
 
 def _id(item: tuple[str, Answer]) -> str:
