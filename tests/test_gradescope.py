@@ -18,7 +18,7 @@ import stat
 import subprocess
 import sys
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -282,15 +282,31 @@ class Gradescope:
 
 
 @pytest.fixture(scope="module")
+def bundles(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """``bundles(*options)``: the zip ``gradescope-autograder`` builds with these options, built
+    once per module (each build packs the kit into a wheel)."""
+    made: dict[tuple[str, ...], Path] = {}
+
+    def get(*options: str) -> Path:
+        if options not in made:
+            made[options] = build(tmp_path_factory.mktemp("bundle"), *options)
+        return made[options]
+
+    return get
+
+
+@pytest.fixture(scope="module")
 def gradescope(
-    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
+    bundles: Callable[..., Path],
 ) -> Iterator[Gradescope]:
     """The default bundle, set up by its own ``setup.sh`` (offline, no apt)."""
     reason = _missing()
     if reason:
         skip_or_fail(reason)
     base = tmp_path_factory.mktemp("gradescope")
-    bundle = build(base, "--seed", "5")
+    bundle = bundles("--seed", "5")
     gs = Gradescope(base)
     unpack(bundle, gs.root / "source")
     wheel = next((gs.root / "source").glob("*.whl"))
@@ -312,9 +328,9 @@ def gradescope(
 
 
 def test_a_notebook_is_graded_into_results_json_with_one_test_per_step(
-    gradescope: Gradescope, tmp_path: Path
+    gradescope: Gradescope, bundles: Callable[..., Path]
 ) -> None:
-    gradescope.settings(build(tmp_path, "--seed", "5"))
+    gradescope.settings(bundles("--seed", "5"))
     buggy = REPO_ROOT / "examples" / "buggy" / "backprop_ninja.ipynb"
     results, log = gradescope.grade({"backprop_ninja.ipynb": buggy})
     tests = results["tests"]
@@ -332,15 +348,15 @@ def test_a_notebook_is_graded_into_results_json_with_one_test_per_step(
 
 
 def test_the_exercise_comes_from_the_notebook_or_the_assignment(
-    gradescope: Gradescope, tmp_path: Path
+    gradescope: Gradescope, bundles: Callable[..., Path], tmp_path: Path
 ) -> None:
     ce = EXERCISES["cross_entropy_backward"]
     nb = make_notebook(tmp_path / "cross_entropy_backward.ipynb", exercise=ce)
-    gradescope.settings(build(tmp_path, "--seed", "5"))
+    gradescope.settings(bundles("--seed", "5"))
     results, _ = gradescope.grade({"cross_entropy_backward.ipynb": nb})
     assert [t["name"] for t in results["tests"]] == ["dlogits"] and results["score"] == 1
 
-    gradescope.settings(build(tmp_path, "--assignment", "backprop_ninja"))
+    gradescope.settings(bundles("--assignment", "backprop_ninja"))
     results, _ = gradescope.grade({"cross_entropy_backward.ipynb": nb})
     assert results["score"] == 0 and results["tests"] == []
     assert "this assignment is Becoming a backprop ninja: Exercise 1" in results["output"]
@@ -360,18 +376,18 @@ def test_the_exercise_comes_from_the_notebook_or_the_assignment(
     ids=["not-json", "empty", "no-notebook", "two-notebooks", "not-the-released-notebook"],
 )  # fmt: skip
 def test_a_broken_submission_gets_score_0_and_the_reason_never_a_traceback(
-    gradescope: Gradescope, tmp_path: Path, files: dict[str, bytes], says: str
+    gradescope: Gradescope, bundles: Callable[..., Path], files: dict[str, bytes], says: str
 ) -> None:
-    gradescope.settings(build(tmp_path, "--seed", "5"))
+    gradescope.settings(bundles("--seed", "5"))
     results, log = gradescope.grade(files)  # type: ignore[arg-type]
     assert results["score"] == 0 and says in results["output"], results
     assert "Traceback" not in json.dumps(results) and "Traceback" not in log
 
 
 def test_a_bundle_built_without_a_sandbox_grades_the_same_as_an_unprivileged_user(
-    gradescope: Gradescope, tmp_path: Path
+    gradescope: Gradescope, bundles: Callable[..., Path], tmp_path: Path
 ) -> None:
-    gradescope.settings(build(tmp_path, "--seed", "5", "--sandbox", "none"))
+    gradescope.settings(bundles("--seed", "5", "--sandbox", "none"))
     nb = make_notebook(tmp_path / "backprop_ninja.ipynb", {"dC": SCATTER_BUG_CODE})
     results, log = gradescope.grade({"backprop_ninja.ipynb": nb})
     assert "confinement: none (the bundle was built with --sandbox none)" in log
