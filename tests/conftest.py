@@ -91,11 +91,16 @@ def grade_corpora(grader: Grader) -> Corpora:
 
 
 @pytest.fixture(scope="session")
-def graded_corpora(grader: Grader, tmp_path_factory: pytest.TempPathFactory) -> Corpora:
+def graded_corpora(
+    grader: Grader, tmp_path_factory: pytest.TempPathFactory, worker_id: str
+) -> Corpora:
     """:func:`grade_corpora` once for the whole run: under pytest-xdist, the first worker to ask
-    grades them and leaves the results (pickled) in the run's shared temporary folder, where the
-    others read them (the session grader's seed and limits are the same in every worker), as
-    pytest-xdist's documentation recommends for work done once per session."""
+    grades them and leaves the results (pickled) in the run's shared temporary folder (the
+    parent of the workers' own, made for this run), where the others read them (the session
+    grader's seed and limits are the same in every worker), as pytest-xdist's documentation
+    recommends for work done once per session. Without workers, the session grades them."""
+    if worker_id == "master":  # not distributed: nothing to share, and no folder of this run's
+        return grade_corpora(grader)
     shared = tmp_path_factory.getbasetemp().parent / "corpora-results.pickle"
     with FileLock(f"{shared}.lock"):
         if shared.is_file():
