@@ -388,18 +388,19 @@ def test_a_bundle_built_without_a_sandbox_grades_the_same_as_an_unprivileged_use
     gradescope: Gradescope, bundles: Callable[..., Path], tmp_path: Path
 ) -> None:
     gradescope.settings(bundles("--seed", "5", "--sandbox", "none"))
-    nb = make_notebook(tmp_path / "backprop_ninja.ipynb", {"dC": SCATTER_BUG_CODE})
+    nb = make_notebook(
+        tmp_path / "backprop_ninja.ipynb",
+        {
+            "dC": SCATTER_BUG_CODE,
+            # right, once it has checked whose rights it runs with
+            "dlogprobs": "import os\nassert os.getuid() == 65534\n"
+            "dlogprobs = torch.zeros_like(logprobs)\ndlogprobs[range(n), Yb] = -1.0/n",
+        },
+    )
     results, log = gradescope.grade({"backprop_ninja.ipynb": nb})
     assert "confinement: none (the bundle was built with --sandbox none)" in log
     assert "grader: uid 65534" in log
     assert results["score"] == 25
-    probe = make_notebook(
-        tmp_path / "probe" / "backprop_ninja.ipynb",
-        {"dlogprobs": "import os\nassert os.getuid() == 65534\n"
-                      "dlogprobs = torch.zeros_like(logprobs)\n"
-                      "dlogprobs[range(n), Yb] = -1.0/n"},
-    )  # fmt: skip
-    results, _ = gradescope.grade({"backprop_ninja.ipynb": probe})
     dlogprobs = results["tests"][0]
     assert dlogprobs["name"] == "dlogprobs" and dlogprobs["status"] == "passed", dlogprobs
 
