@@ -113,12 +113,17 @@ def graded_corpora(
         return results
 
 
+def of_exercise(corpora: Corpora, exercise: str) -> dict[tuple[str, str], StepResult]:
+    """(step, code) -> result, for the answers of one exercise."""
+    return {(step, code): r for (e, step, code), r in corpora.items() if e == exercise}
+
+
 @pytest.fixture(scope="session")
 def graded_corpus(graded_corpora: Corpora) -> dict[tuple[str, str], StepResult]:
     """(step, code) -> result, for every Exercise 1 answer of the corpus."""
     from autograder.exercises import DEFAULT
 
-    return {(step, code): r for (e, step, code), r in graded_corpora.items() if e == DEFAULT.id}
+    return of_exercise(graded_corpora, DEFAULT.id)
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,14 @@ from autograder.grading.submission import METADATA_KEY
 SCATTER_BUG_CODE = "dC = torch.zeros_like(C)\ndC[Xb] += demb"
 
 
+def hang(tag: str, spin: bool) -> str:
+    """An answer that never ends, distinct by ``tag``: a busy loop (plain code), or a sleep (it
+    imports). Tests of a wall-clock budget let the first of their answers spin and the others
+    sleep: the same budget, without burning a core the rest of the suite shares."""
+    body = "while True:\n    pass" if spin else "import time\ntime.sleep(1e9)"
+    return f"tag = {tag!r}\n{body}"
+
+
 def stub(name: str) -> str:
     """An answer cell as released."""
     return (

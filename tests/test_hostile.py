@@ -37,7 +37,7 @@ from autograder.reports.text import diagnoses_text
 from autograder.sandbox.limits import Limits
 from autograder.sandbox.plan import scratch_folder
 
-from .notebooks import make_notebook
+from .notebooks import hang, make_notebook
 from .unprivileged import (
     NOBODY,
     child_env,
@@ -172,12 +172,6 @@ surrogate."""
 CLOSE_AND_HANG = "import os, time\nos.closerange(3, 4096)\ntime.sleep(1e9)"
 
 
-def hang(step: str, spin: bool) -> str:
-    """An answer that never ends: a busy loop (plain code), or a sleep (it imports)."""
-    body = "while True:\n    pass" if spin else "import time\ntime.sleep(1e9)"
-    return f"tag = {step!r}\n{body}"
-
-
 HOSTILE: dict[str, dict[str, str]] = {
     "exits": {
         "dlogprobs": "import os; os._exit(0)",
@@ -246,8 +240,6 @@ HOSTILE: dict[str, dict[str, str]] = {
     },
     "scratch": {"dlogprobs": STASH, "dprobs": READ_STASH.format(tag="scratch")},
     "neighbour": {"dprobs": READ_STASH.format(tag="neighbour")},
-    # every step hangs: the first spins (plain code), the others sleep, which costs the same
-    # wall-clock budget without burning a core the rest of the suite shares
     "loops": {s.name: hang(s.name, spin=i == 0) for i, s in enumerate(EX.steps)},
     "forgeries": {
         "dlogprobs": forge("{'kind': 'number', 'number': 10**400}"),

@@ -13,7 +13,6 @@ from autograder.exercises import EXERCISES, Exercise
 from autograder.grading.loading import load_submission
 from autograder.grading.results import StepResult
 
-from .conftest import Corpora
 from .corpus import Answer
 from .corpus_lecture import RIGHT, WRONG
 from .notebooks import make_notebook
@@ -22,12 +21,6 @@ LECTURE = [
     EXERCISES[e] for e in ("cross_entropy_backward", "batchnorm_backward", "manual_training")
 ]
 REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(scope="module")
-def corpus_results(graded_corpora: Corpora) -> Corpora:
-    """Every answer of the corpora, graded once for the run (see ``graded_corpora``)."""
-    return graded_corpora
 
 
 def _id(item: tuple[str, Answer]) -> str:
@@ -51,20 +44,20 @@ def test_the_model_answers_pass_every_case_and_a_stub_gets_nothing(
 
 @pytest.mark.parametrize("item", WRONG, ids=_id)
 def test_a_slip_fails_with_its_diagnosis_first(
-    item: tuple[str, Answer], corpus_results: dict[tuple[str, str, str], StepResult]
+    item: tuple[str, Answer], graded_corpora: dict[tuple[str, str, str], StepResult]
 ) -> None:
     exercise, a = item
-    r = corpus_results[(exercise, a.step, a.code)]
+    r = graded_corpora[(exercise, a.step, a.code)]
     assert not r.passed and r.score == 0
     assert [d.code for d in r.diagnoses][:1] == [a.expect], [d.message for d in r.diagnoses]
 
 
 @pytest.mark.parametrize("item", RIGHT, ids=_id)
 def test_a_correct_spelling_passes_without_diagnosis(
-    item: tuple[str, Answer], corpus_results: dict[tuple[str, str, str], StepResult]
+    item: tuple[str, Answer], graded_corpora: dict[tuple[str, str, str], StepResult]
 ) -> None:
     exercise, a = item
-    r = corpus_results[(exercise, a.step, a.code)]
+    r = graded_corpora[(exercise, a.step, a.code)]
     assert r.passed and r.diagnoses == [], [d.message for d in r.diagnoses]
 
 

@@ -30,7 +30,7 @@ from autograder.engine.grader import Grader
 from autograder.exercises import DEFAULT, EXERCISES, Exercise
 from autograder.grading.results import StepResult
 
-from .conftest import Corpora
+from .conftest import Corpora, of_exercise
 from .corpus import RIGHT, WRONG
 
 pytestmark = pytest.mark.slow
@@ -491,7 +491,7 @@ def test_the_notebooks_checks_agree_with_the_grader_on_the_corpus(
     verdicts = kernel_verdicts(ex, names_txt, tmp_path)
     answers = corpus_of(ex)
     # the corpora are graded once for the run; the model answers here
-    by_key = {(step, code): r for (e, step, code), r in graded_corpora.items() if e == ex.id}
+    by_key = of_exercise(graded_corpora, ex.id)
     todo = [(name, code) for name, code, _ in answers if (name, code) not in by_key]
     graded = grader.grade_codes([(ex, ex.step(name), code) for name, code in todo])
     by_key.update(zip(todo, graded, strict=True))

@@ -44,6 +44,7 @@ from autograder.sandbox.limits import Limits, Outcome
 from autograder.sandbox.plan import KIT_DIR, RUNNER_FILES, SYSTEM_PATHS, interpreter_paths
 from autograder.sandbox.pool import Job, Pool, SandboxUnavailable, Task, choose_mode
 
+from .notebooks import hang
 from .unprivileged import (
     NOBODY,
     REPO_ROOT,
@@ -230,10 +231,6 @@ if os.listdir("/tmp"):
     raise RuntimeError(f"found {os.listdir('/tmp')}")
 """)
 
-LOOP = "x = {tag!r}\nwhile True:\n    pass"
-SLEEP = "x = {tag!r}\nimport time\ntime.sleep(1e9)"
-"""Answers that never end: the budget probe's first spins, the others sleep (the same wall-clock
-budget, without burning a core the rest of the suite shares)."""
 
 NATIVE_GRAD_MODE = r"""
 every_subclass = getattr(type, "__sub" + "classes__")
@@ -714,9 +711,9 @@ def explore(mode: str) -> dict[str, Any]:
     try:
         budget.cases(EX)
         steps = [s for s in EX.steps[:8]]
-        hangs = [(LOOP if i == 0 else SLEEP).format(tag=s.name) for i, s in enumerate(steps)]
         tasks = [
-            Task(s.name, s.name, s.upstream, h, False) for s, h in zip(steps, hangs, strict=True)
+            Task(s.name, s.name, s.upstream, hang(s.name, spin=i == 0), False)
+            for i, s in enumerate(steps)
         ]
         got = dict(budget.pool.run([Job(EX.id, tuple(tasks))]))
         report["budget"] = [

@@ -188,48 +188,48 @@ def _put(owner: Any, attr: str, value: Any) -> None:
             _REPLACED.setdefault(id(old), (old, value))
 
 
+def _replacement(x: Any) -> Any:
+    """What replaced ``x`` (see :func:`_put`), or ``x`` itself."""
+    found = _REPLACED.get(id(x))
+    return found[1] if found is not None and found[0] is x else x
+
+
+_BOXES = (list, dict, set, tuple, frozenset)
+"""Containers a module keeps originals in (``torch.fx`` keeps ``_set_grad_enabled`` in a list)."""
+
+
 def _replace_aliases() -> None:
-    """Every module-level name of a replaced object (an alias) gets the replacement too."""
+    """Every module-level name of a replaced object (an alias) gets the replacement too, and so
+    does every container a module keeps at its top level (see :func:`_replaced_in`)."""
     for module in list(sys.modules.values()):
         try:
             namespace = vars(module)
         except TypeError:
             continue
         for attr, value in list(namespace.items()):
-            found = _REPLACED.get(id(value))
-            if found is not None and found[0] is value:
-                with contextlib.suppress(AttributeError, TypeError, KeyError):
-                    namespace[attr] = found[1]
-            elif type(value) in (list, dict, set, tuple, frozenset):
-                with contextlib.suppress(Exception):
-                    replaced = _replaced_in(value)
-                    if replaced is not value:
-                        namespace[attr] = replaced
+            with contextlib.suppress(Exception):
+                new = _replaced_in(value) if type(value) in _BOXES else _replacement(value)
+                if new is not value:
+                    namespace[attr] = new
     _REPLACED.clear()
 
 
 def _replaced_in(box: Any) -> Any:
     """``box`` (a list, dict or set, changed in place; a tuple or frozenset, a new one) with
-    the originals it holds directly replaced (``torch.fx`` keeps ``_set_grad_enabled`` in a
-    list, for one)."""
-
-    def swap(x: Any) -> Any:
-        found = _REPLACED.get(id(x))
-        return found[1] if found is not None and found[0] is x else x
-
+    the originals it holds directly replaced."""
     if type(box) is list:
         for i, x in enumerate(box):
-            box[i] = swap(x)
+            box[i] = _replacement(x)
     elif type(box) is dict:
         for k, x in list(box.items()):
-            box[k] = swap(x)
+            box[k] = _replacement(x)
     elif type(box) is set:
-        olds = [x for x in box if swap(x) is not x]
+        olds = [x for x in box if _replacement(x) is not x]
         for x in olds:
             box.discard(x)
-            box.add(swap(x))
-    elif any(swap(x) is not x for x in box):
-        return type(box)(swap(x) for x in box)
+            box.add(_replacement(x))
+    elif any(_replacement(x) is not x for x in box):
+        return type(box)(_replacement(x) for x in box)
     return box
 
 
