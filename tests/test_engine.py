@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 from autograder.engine.grader import Grader, normalise, translate_line
 from autograder.exercises import DEFAULT
 from autograder.grading.results import dumps
+from autograder.grading.submission import find_notebooks
 
 from .conftest import LIMITS
 from .notebooks import SCATTER_BUG_CODE as SCATTER_BUG
@@ -143,6 +145,31 @@ def test_unreadable_files_get_a_clear_error_and_the_batch_goes_on(
     subs = {Path(s.path).name: s for s in grader.run([bad, good]).submissions}
     assert subs["bad.ipynb"].score == 0 and subs["bad.ipynb"].error
     assert subs["good.ipynb"].score == 26
+
+
+def test_links_and_special_files_in_a_class_folder_get_a_reason_and_are_never_followed(
+    grader: Grader, tmp_path: Path
+) -> None:
+    """The grader reads with its own rights: a link a student leaves in the class folder (to a
+    full-marks notebook outside it, or to nothing) is never read through, a FIFO is not waited
+    on, and a linked folder is not walked; each file still gets its result."""
+    full_marks = make_notebook(tmp_path / "solution.ipynb")
+    folder = tmp_path / "class"
+    for student in ("alice", "bob", "carl", "dan"):
+        (folder / student).mkdir(parents=True)
+    make_notebook(folder / "alice" / "hw.ipynb")
+    (folder / "bob" / "hw.ipynb").symlink_to(full_marks)
+    (folder / "carl" / "hw.ipynb").symlink_to(tmp_path / "nowhere.ipynb")
+    os.mkfifo(folder / "dan" / "hw.ipynb")
+    (folder / "eve").symlink_to(folder / "alice", target_is_directory=True)
+    paths = find_notebooks([folder])
+    assert [p.parent.name for p in paths] == ["alice", "bob", "carl", "dan"]
+    subs = {Path(s.path).parent.name: s for s in grader.run(paths).submissions}
+    assert subs["alice"].score == 26 and not subs["alice"].error
+    for student in ("bob", "carl"):
+        assert subs[student].score == 0 and subs[student].steps == []
+        assert "symbolic link" in (subs[student].error or ""), student
+    assert subs["dan"].score == 0 and "not a regular file" in (subs["dan"].error or "")
 
 
 def test_a_nan_answer_is_strict_json_everywhere(grader: Grader, tmp_path: Path) -> None:

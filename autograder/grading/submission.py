@@ -12,7 +12,10 @@ missing, renamed or duplicated answer cell costs only its own step, with a reaso
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,23 +66,45 @@ def source(cell: Any) -> str:
 def read_notebook(path: Path) -> dict[str, Any]:
     """Load a notebook as a plain dict, or raise SubmissionError saying what is wrong.
 
-    Version-4 notebooks are read as JSON and checked for the structure grading uses (a list of
-    cells, each a dict); full schema validation is skipped, since nothing but the cells' type,
-    source and nbgrader metadata is read. Older notebooks go through nbformat's converter.
+    Only a regular file is read, and never through a symbolic link: the grader reads with its
+    own rights, so a link a student made (to the solution, to a classmate's notebook, to a file
+    only the grader may read) would hand in a file the student could not. Version-4 notebooks
+    are read as JSON and checked for the structure grading uses (a list of cells, each a dict);
+    full schema validation is skipped, since nothing but the cells' type, source and nbgrader
+    metadata is read. Older notebooks go through nbformat's converter.
     """
-    try:
-        size = path.stat().st_size
+    try:  # O_NONBLOCK: opening a FIFO must not wait for a writer
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
+        if e.errno == errno.ELOOP and os.path.islink(path):
+            raise SubmissionError(
+                "the file is a symbolic link, which is never followed: submit the notebook "
+                "file itself"
+            ) from None
         raise SubmissionError(f"cannot read the file: {e.strerror or e}") from None
-    if size == 0:
-        raise SubmissionError("the file is empty; submit the notebook saved from Jupyter")
-    if size > MAX_NOTEBOOK_BYTES:
-        raise SubmissionError(f"the file is {size} bytes, too large to be this notebook")
     try:
-        text = path.read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError):
-        raise SubmissionError("the file is not text (not a Jupyter notebook)") from None
+        size = _regular_size(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as f:
+        try:
+            text = f.read(size + 1).decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            raise SubmissionError("the file is not text (not a Jupyter notebook)") from None
     return parse_notebook(text)
+
+
+def _regular_size(fd: int) -> int:
+    """The size of the open file ``fd``, if it is a regular file of a notebook's size."""
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise SubmissionError("this is not a regular file: submit the notebook file itself")
+    if st.st_size == 0:
+        raise SubmissionError("the file is empty; submit the notebook saved from Jupyter")
+    if st.st_size > MAX_NOTEBOOK_BYTES:
+        raise SubmissionError(f"the file is {st.st_size} bytes, too large to be this notebook")
+    return st.st_size
 
 
 def parse_notebook(text: str) -> dict[str, Any]:
@@ -162,12 +187,16 @@ def extract_answers(nb: dict[str, Any], path: Path, exercise: Exercise | None = 
 
 
 def find_notebooks(paths: list[Path]) -> list[Path]:
-    """Files as given; folders searched recursively for ``*.ipynb``, checkpoints skipped."""
+    """Files as given; folders searched recursively for ``*.ipynb`` (checkpoints skipped; linked
+    folders not walked, and a link or other non-file found is kept, so its result can say why
+    it was not read)."""
     out: list[Path] = []
     for p in paths:
         if p.is_dir():
             out += sorted(
-                q for q in p.rglob("*.ipynb") if ".ipynb_checkpoints" not in q.parts and q.is_file()
+                q
+                for q in p.rglob("*.ipynb")  # links and FIFOs too: each gets a result saying so
+                if ".ipynb_checkpoints" not in q.parts and (q.is_symlink() or not q.is_dir())
             )
         else:
             out.append(p)
