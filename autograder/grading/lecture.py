@@ -30,6 +30,12 @@ The answer's code is rewritten to our names (``w1`` -> ``W1``, ``dL_dlogits`` ->
 splicing the learner's own text, so the grader's namespace runs it as it is; it keeps the
 learner's line numbers where it can, so an error "on line 7" is line 7 of the cell named in the
 step's ``where``.
+
+Why one module of this length: steps 2 to 5 share one :class:`Context` (the notebook's
+statements, forward passes, names and region), and each decision about an attempt (whose
+exercise it is, its temporaries, its renaming) is made on that same state. The statement index and
+the name mapping they build on live in :mod:`~autograder.grading.lecture_code` and
+:mod:`~autograder.grading.lecture_names`.
 """
 
 from __future__ import annotations
