@@ -15,7 +15,7 @@ import pytest
 from autograder.engine.grader import Grader
 from autograder.exercises import BACKPROP_NINJA
 from autograder.grading.lecture import read_lecture
-from autograder.grading.lecture_code import MAX_STATEMENTS
+from autograder.grading.lecture_code import MAX_CODE_CHARS, MAX_STATEMENTS
 from autograder.grading.loading import load_submission, load_submissions
 from autograder.grading.results import SubmissionResult
 
@@ -179,18 +179,28 @@ def test_a_partly_answered_notebook_has_no_notebook_error_and_one_in_neither_for
     assert "not a notebook of the exercise" in second.error
 
 
+# past the statements, or the characters of code, that any answered notebook holds: one cell of
+# MAX_STATEMENTS + 1 statements; cells of one long statement each (every cell under the size
+# past which a cell is skipped unread), MAX_CODE_CHARS in all and a little more
+PADDING = {
+    f"more than {MAX_STATEMENTS:,} statements": [";".join(["0"] * (MAX_STATEMENTS + 1))],
+    f"more than {MAX_CODE_CHARS:,} characters of code": [f"s = '{'a' * 49_990}'"] * 7,
+}
+
+
+@pytest.mark.parametrize("reason", list(PADDING), ids=["statements", "characters"])
 def test_a_notebook_with_more_code_than_the_reader_follows_is_refused_with_a_reason(
-    grader: Grader, tmp_path: Path
+    grader: Grader, tmp_path: Path, reason: str
 ) -> None:
     """The reader runs in the grader's process on untrusted code, so its work is bounded: a
-    lecture notebook padded past the statements any answered notebook holds costs its own
-    result (score 0, the reason), never minutes of the grader's time or gigabytes of memory."""
+    lecture notebook padded past the code any answered notebook holds costs its own result
+    (score 0, the reason), never minutes of the grader's time or gigabytes of memory."""
     padded = LectureCase(
         "padded",
         "",
-        [*setup(), code(";".join(["0"] * (MAX_STATEMENTS + 1))), code(exercise1())],
+        [*setup(), *(code(c) for c in PADDING[reason]), code(exercise1())],
         exercises=(EX1.id,),
     ).write(tmp_path)
     [result] = grader.run([padded]).submissions
     assert result.score == 0 and result.steps == []
-    assert result.error is not None and f"more than {MAX_STATEMENTS:,} statements" in result.error
+    assert result.error is not None and reason in result.error
