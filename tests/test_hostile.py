@@ -169,6 +169,20 @@ ESCAPES = "raise ValueError('\\x1b]0;PWNED\\x07\\x1b[2J\\ud800\\r')"
 """An error message with terminal escapes (retitle, clear), a carriage return and a lone
 surrogate."""
 
+DROP_THE_WATCH = """\
+a = torch.zeros(1)
+for i in range(3000):
+    a = [torch.zeros(1), a]
+print(a)
+"""
+"""Plain arithmetic (it shares a process with the submission's other plain steps) that makes
+Python drop the process's grad-mode watch: the repr of a list nested past the recursion limit
+calls a tensor's ``__repr__`` at the limit, where the profile hook itself raises."""
+
+SPELLED_APART = {s.name: s.answer + "\nspelled_apart = 0" for s in EX.steps}
+"""The model answers, each with a token more: no other notebook of the batch has them, so the
+first notebook holding them is the one whose process runs them."""
+
 CLOSE_AND_HANG = "import os, time\nos.closerange(3, 4096)\ntime.sleep(1e9)"
 
 
@@ -251,6 +265,7 @@ HOSTILE: dict[str, dict[str, str]] = {
         "dcounts_sum": forge("{'kind': 'missing'}", extra=b" " + b"[" * 50_000),
     },
     "escapes": {"dlogprobs": ESCAPES},
+    "drops-the-watch": {"dlogprobs": DROP_THE_WATCH},
     "nan": {
         "dprobs": "dprobs = torch.full_like(probs, float('nan'))",
         "dh": "dh = torch.full_like(h, float('inf'))",
@@ -265,6 +280,7 @@ PASSING = {
         + SOLUTION["dbngain"]
     },
     "cheats": {"dbnraw": "with torch.no_grad():\n    " + SOLUTION["dbnraw"]},
+    "drops-the-watch": {k: v for k, v in SPELLED_APART.items() if k != "dlogprobs"},
 }
 """Cells beside the hostile ones that try something and compute the right answer: graded on
 it, like any other."""
@@ -306,6 +322,8 @@ def write_batch(folder: Path) -> list[Path]:
         paths.append(folder / f"{name}.ipynb")
     paths.append(_without_answer_cells(make_notebook(folder / "no-answer-cells.ipynb")))
     paths.append(_with_odd_metadata(make_notebook(folder / "odd-metadata.ipynb")))
+    # graded after drops-the-watch, whose process runs the answers they share
+    paths.append(make_notebook(folder / "watch-victim.ipynb", SPELLED_APART))
     for path in paths:
         path.chmod(0o644)
     return paths
@@ -419,7 +437,7 @@ def test_the_clean_notebook_in_the_hostile_batch_scores_full_marks(batch: dict[s
 def test_every_file_has_exactly_one_result_and_the_run_is_strict_json(
     batch: dict[str, Any],
 ) -> None:
-    expected = {"clean", *HOSTILE, *BROKEN, "no-answer-cells", "odd-metadata"}
+    expected = {"clean", *HOSTILE, *BROKEN, "no-answer-cells", "odd-metadata", "watch-victim"}
     paths = [s["path"] for s in batch["run"]["submissions"]]
     assert sorted(Path(p).stem for p in paths) == sorted(expected)
     text = json.dumps(batch["run"], allow_nan=False)  # no NaN or Infinity anywhere
@@ -631,6 +649,20 @@ def test_a_notebook_that_loops_in_every_step_costs_one_budget_and_the_rest_is_no
     assert budget and budget[-1] is sub.steps[-1]  # the last steps were never run
     assert sum(1 for s in budget if s.seconds == 0) >= 1
     assert sum(s.seconds for s in sub.steps) <= LIMITS.budget_seconds + 1  # the sandbox's clock
+
+
+def test_taking_the_grad_mode_watch_away_costs_only_that_step_and_nothing_to_a_classmate(
+    batch: dict[str, Any],
+) -> None:
+    # The plain steps after it shared its process: they run again, each in a process of its
+    # own, or they (and every classmate's identical answer, given the same outcome) would count
+    # as using autograd.
+    _only_hostile_steps_failed(batch, "drops-the-watch")
+    assert "uses-autograd" in _codes(_step(batch, "drops-the-watch", "dlogprobs"))
+    victim = batch["results"]["watch-victim"]
+    assert victim.score == EX.total_points and not _failed(victim), {
+        s.step: _codes(s) for s in victim.steps if not s.passed
+    }
 
 
 def test_a_forged_result_costs_only_its_step_with_a_reason(batch: dict[str, Any]) -> None:

@@ -12,7 +12,10 @@ tells the grader it is idle. Forks of the runner therefore hold the case inputs 
 submission is given anyway) and never a classmate's code.
 
 **Steps.** The supervisor runs each answer in a child of its own, except answers that the grader
-marked *plain* (pure tensor arithmetic), which run one after another in one child. Where the
+marked *plain* (pure tensor arithmetic), which run one after another in one child, as long as
+its grad-mode watch (:func:`_watch_grad_mode`) is in place: a plain answer can still take it
+away (a recursion past the limit), which costs that answer its step, and the steps after it then
+run each in a child of its own (:data:`RERUN`), so no verdict depends on another step. Where the
 kernel allows it, the supervisor first puts its submission in user, PID and mount namespaces of
 its own (:class:`_Nest`): the answers' processes see no process of the sandbox to signal, not
 even their supervisor or the runner, and the submission has a scratch tmpfs of its own. Each
@@ -591,6 +594,11 @@ INSTALL_STEP_FILTER: Any = None
 """Installs :data:`seccomp.STEP` in the calling process (None without seccomp)."""
 
 ANSWERING: Any = None
+
+RERUN = (1 << 64) - 1
+"""In place of a result's length, after step ``i - 1`` of a shared process: step ``i`` and the
+rest were not run there, since the grad-mode watch was gone (an answer took it away), and each
+is to be run in a process of its own."""
 """The :class:`Answering` every process that runs answers uses (made by the runner)."""
 
 
@@ -644,6 +652,9 @@ def _answer_process(
         for index, step in enumerate(steps):
             data = ANSWERING.run(step["name"], step["upstream"], step["code"], cases)
             write_all(3, pack("<QQ", index, len(data)) + data)
+            if index + 1 < len(steps) and not ANSWERING.watching():
+                write_all(3, pack("<QQ", index + 1, RERUN))  # the rest: not without a watch
+                break
     except BaseException:  # run() catches the answer's own exceptions: this is a crash
         code = 70
     finally:
@@ -981,7 +992,8 @@ def _run_group(
     isolated: bool,
 ) -> list[dict[str, Any]]:
     """Run ``steps`` in one process; send each one's outcome. Returns the steps left unrun after
-    that process failed (to run alone), or [] when every step has an outcome."""
+    that process failed or lost its grad-mode watch (to run alone, see :data:`RERUN`), or []
+    when every step has an outcome."""
     global TAINTED
     step_seconds = float(limits["step_seconds"])
     if time.monotonic() >= budget_end:
@@ -1033,6 +1045,8 @@ def _run_group(
                     return leftover
             while len(group.buffer) >= 16:
                 index, n = struct.unpack_from("<QQ", group.buffer)
+                if n == RERUN and index == group.index > 0:  # only ever after a result
+                    return steps[group.index :]  # each in a process of its own
                 if index != group.index or n > result_cap:
                     _outcome(
                         control, step, "too-large" if n > result_cap else "crashed",
