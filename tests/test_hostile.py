@@ -179,9 +179,25 @@ print(a)
 Python drop the process's grad-mode watch: the repr of a list nested past the recursion limit
 calls a tensor's ``__repr__`` at the limit, where the profile hook itself raises."""
 
-SPELLED_APART = {s.name: s.answer + "\nspelled_apart = 0" for s in EX.steps}
-"""The model answers, each with a token more: no other notebook of the batch has them, so the
-first notebook holding them is the one whose process runs them."""
+HOLD_MEMORY = "\n".join(
+    ["dlogprobs = None", "hog = [0] * 40", "hog[0] = hog", "junk = [[k] for k in range(8000)]"]
+    + [f"hog[{i}] = torch.empty({2**p})" for i, p in enumerate(range(6, 30), start=1)]
+)
+"""Plain arithmetic that allocates more and more (address space only: nothing is written) until
+an allocation fails, and keeps what it got in a cycle, which outlives its step until the
+collector's next full pass (the junk moves it to the oldest generation): in a shared process,
+the steps after it would find no memory left."""
+
+SHARED_PROCESS = {"drops-the-watch": "watch-victim", "holds-memory": "memory-victim"}
+"""A notebook whose first answer leaves its shared process unfit for the rest -> a classmate
+graded after it, whose answers are the rest of its answers (:func:`spelled_apart`)."""
+
+
+def spelled_apart(tag: str) -> dict[str, str]:
+    """The model answers, each with a token more: no other notebook of the batch but the one
+    tagged ``tag`` and its classmate has them, so the first of the two runs them."""
+    return {s.name: s.answer + f"\nspelled_apart = {tag!r}" for s in EX.steps}
+
 
 CLOSE_AND_HANG = "import os, time\nos.closerange(3, 4096)\ntime.sleep(1e9)"
 
@@ -266,6 +282,7 @@ HOSTILE: dict[str, dict[str, str]] = {
     },
     "escapes": {"dlogprobs": ESCAPES},
     "drops-the-watch": {"dlogprobs": DROP_THE_WATCH},
+    "holds-memory": {"dlogprobs": HOLD_MEMORY},
     "nan": {
         "dprobs": "dprobs = torch.full_like(probs, float('nan'))",
         "dh": "dh = torch.full_like(h, float('inf'))",
@@ -280,7 +297,10 @@ PASSING = {
         + SOLUTION["dbngain"]
     },
     "cheats": {"dbnraw": "with torch.no_grad():\n    " + SOLUTION["dbnraw"]},
-    "drops-the-watch": {k: v for k, v in SPELLED_APART.items() if k != "dlogprobs"},
+    **{
+        name: {k: v for k, v in spelled_apart(name).items() if k not in HOSTILE[name]}
+        for name in SHARED_PROCESS
+    },
 }
 """Cells beside the hostile ones that try something and compute the right answer: graded on
 it, like any other."""
@@ -322,8 +342,8 @@ def write_batch(folder: Path) -> list[Path]:
         paths.append(folder / f"{name}.ipynb")
     paths.append(_without_answer_cells(make_notebook(folder / "no-answer-cells.ipynb")))
     paths.append(_with_odd_metadata(make_notebook(folder / "odd-metadata.ipynb")))
-    # graded after drops-the-watch, whose process runs the answers they share
-    paths.append(make_notebook(folder / "watch-victim.ipynb", SPELLED_APART))
+    for name, classmate in SHARED_PROCESS.items():  # graded after name, which runs the answers
+        paths.append(make_notebook(folder / f"{classmate}.ipynb", spelled_apart(name)))
     for path in paths:
         path.chmod(0o644)
     return paths
@@ -437,7 +457,8 @@ def test_the_clean_notebook_in_the_hostile_batch_scores_full_marks(batch: dict[s
 def test_every_file_has_exactly_one_result_and_the_run_is_strict_json(
     batch: dict[str, Any],
 ) -> None:
-    expected = {"clean", *HOSTILE, *BROKEN, "no-answer-cells", "odd-metadata", "watch-victim"}
+    expected = {"clean", *HOSTILE, *BROKEN, "no-answer-cells", "odd-metadata"}
+    expected |= set(SHARED_PROCESS.values())
     paths = [s["path"] for s in batch["run"]["submissions"]]
     assert sorted(Path(p).stem for p in paths) == sorted(expected)
     text = json.dumps(batch["run"], allow_nan=False)  # no NaN or Infinity anywhere
@@ -651,17 +672,20 @@ def test_a_notebook_that_loops_in_every_step_costs_one_budget_and_the_rest_is_no
     assert sum(s.seconds for s in sub.steps) <= LIMITS.budget_seconds + 1  # the sandbox's clock
 
 
-def test_taking_the_grad_mode_watch_away_costs_only_that_step_and_nothing_to_a_classmate(
-    batch: dict[str, Any],
+@pytest.mark.parametrize("name", list(SHARED_PROCESS))
+def test_a_step_that_leaves_its_shared_process_unfit_costs_only_that_step_and_no_classmate(
+    batch: dict[str, Any], name: str
 ) -> None:
-    # The plain steps after it shared its process: they run again, each in a process of its
-    # own, or they (and every classmate's identical answer, given the same outcome) would count
-    # as using autograd.
-    _only_hostile_steps_failed(batch, "drops-the-watch")
-    assert "uses-autograd" in _codes(_step(batch, "drops-the-watch", "dlogprobs"))
-    victim = batch["results"]["watch-victim"]
-    assert victim.score == EX.total_points and not _failed(victim), {
-        s.step: _codes(s) for s in victim.steps if not s.passed
+    # The plain steps after it shared its process (the grad-mode watch taken away, the memory
+    # held): they run again, each in a process of its own, or they would fail (as autograd
+    # use, or for want of memory), and so would every classmate's identical answer, which gets
+    # the same outcome.
+    _only_hostile_steps_failed(batch, name)
+    if name == "drops-the-watch":
+        assert "uses-autograd" in _codes(_step(batch, name, "dlogprobs"))
+    classmate = batch["results"][SHARED_PROCESS[name]]
+    assert classmate.score == EX.total_points and not _failed(classmate), {
+        s.step: _codes(s) for s in classmate.steps if not s.passed
     }
 
 

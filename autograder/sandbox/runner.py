@@ -12,18 +12,16 @@ tells the grader it is idle. Forks of the runner therefore hold the case inputs 
 submission is given anyway) and never a classmate's code.
 
 **Steps.** The supervisor runs each answer in a child of its own, except answers that the grader
-marked *plain* (pure tensor arithmetic), which run one after another in one child, as long as
-its grad-mode watch (:func:`_watch_grad_mode`) is in place: a plain answer can still take it
-away (a recursion past the limit), which costs that answer its step, and the steps after it then
-run each in a child of its own (:data:`RERUN`), so no verdict depends on another step. Where the
-kernel allows it, the supervisor first puts its submission in user, PID and mount namespaces of
-its own (:class:`_Nest`): the answers' processes see no process of the sandbox to signal, not
-even their supervisor or the runner, and the submission has a scratch tmpfs of its own. Each
-such process leads a session of its own and confines itself further: no new process or thread
-(:data:`seccomp.STEP`), an address-space limit, a CPU limit. After each, the supervisor kills
-whatever it left and empties the scratch, so no file goes from one step to another (nor to
-another submission: the runner empties the sandbox's scratch after each, and where it cannot,
-the grader replaces the sandbox).
+marked *plain* (pure tensor arithmetic), which run one after another in one child; a step that may
+have failed there by an earlier step's doing is run again alone (:data:`RERUN`), so no verdict
+depends on another step. Where the kernel allows it, the supervisor first puts its submission in
+user, PID and mount namespaces of its own (:class:`_Nest`): the answers' processes see no process
+of the sandbox to signal, not even their supervisor or the runner, and the submission has a scratch
+tmpfs of its own. Each such process leads a session of its own and confines itself further: no new
+process or thread (:data:`seccomp.STEP`), an address-space limit, a CPU limit. After each, the
+supervisor kills whatever it left and empties the scratch, so no file goes from one step to another
+(nor to another submission: the runner empties the sandbox's scratch after each, and where it
+cannot, the grader replaces the sandbox).
 
 **Autograd** is *poisoned* once, in the runner, so every child inherits it: grad mode and forward
 mode are off, and every entry point that would switch them on or compute a gradient without
@@ -469,6 +467,7 @@ class Answering:
         self.dumps, self.isfinite, self.pack = json.dumps, math.isfinite, struct.pack
         self.builtins = builtins
         self.watching: Any = lambda: True  # see _watch_grad_mode
+        self.raised = False  # whether a case of the last run raised (see RERUN)
 
     def raw(self, t: Any) -> bytes:
         """The bytes of a contiguous tensor, any dtype."""
@@ -479,6 +478,7 @@ class Answering:
         records: list[dict[str, Any]] = []
         blobs: list[bytes] = []
         syntax: dict[str, Any] | None = None
+        self.raised = False
         try:
             compiled = compile(code, ANSWER_FILE, "exec")
         except SyntaxError as e:
@@ -543,6 +543,7 @@ class Answering:
             rec.update(kind="not-implemented", error=_describe(e), lineno=_lineno(e))
         except BaseException as e:  # SystemExit and KeyboardInterrupt are the answer's too
             rec.update(kind="error", error=_describe(e), lineno=_lineno(e))
+            self.raised = True
         return rec
 
 
@@ -596,9 +597,14 @@ INSTALL_STEP_FILTER: Any = None
 ANSWERING: Any = None
 
 RERUN = (1 << 64) - 1
-"""In place of a result's length, after step ``i - 1`` of a shared process: step ``i`` and the
-rest were not run there, since the grad-mode watch was gone (an answer took it away), and each
-is to be run in a process of its own."""
+"""In place of step ``i``'s result length, in a shared process: step ``i`` and the rest are to
+be run each in a process of its own. A shared process carries what its earlier steps left (the
+memory a cycle still holds, a grad-mode watch taken away), and an outcome is shared with every
+identical answer in the class, so only what cannot be an earlier step's doing is judged there:
+the first step, or a step that raised nothing and left the watch in place. Otherwise (a step
+that raised, or after which the watch is gone, or one that crashed or ran out of time, see
+:func:`_run_group`) that step and the rest run again alone; a step that took the watch away
+keeps its own verdict (its cases count as autograd use), and the steps after it run alone."""
 """The :class:`Answering` every process that runs answers uses (made by the runner)."""
 
 
@@ -651,6 +657,9 @@ def _answer_process(
         write_all, pack = wire.write_all, struct.pack
         for index, step in enumerate(steps):
             data = ANSWERING.run(step["name"], step["upstream"], step["code"], cases)
+            if index > 0 and (ANSWERING.raised or not ANSWERING.watching()):
+                write_all(3, pack("<QQ", index, RERUN))  # maybe not its own doing: see RERUN
+                break
             write_all(3, pack("<QQ", index, len(data)) + data)
             if index + 1 < len(steps) and not ANSWERING.watching():
                 write_all(3, pack("<QQ", index + 1, RERUN))  # the rest: not without a watch
@@ -991,9 +1000,9 @@ def _run_group(
     budget_end: float,
     isolated: bool,
 ) -> list[dict[str, Any]]:
-    """Run ``steps`` in one process; send each one's outcome. Returns the steps left unrun after
-    that process failed or lost its grad-mode watch (to run alone, see :data:`RERUN`), or []
-    when every step has an outcome."""
+    """Run ``steps`` in one process; send each one's outcome. Returns the steps left without one
+    (to run alone, see :data:`RERUN`): after the process failed, or from a step on that may
+    have failed by an earlier step's doing; [] when every step has an outcome."""
     global TAINTED
     step_seconds = float(limits["step_seconds"])
     if time.monotonic() >= budget_end:
@@ -1011,6 +1020,8 @@ def _run_group(
             deadline = min(group.started + step_seconds, budget_end)
             left = deadline - time.monotonic()
             if left <= 0:
+                if group.index > 0:  # maybe an earlier step's doing: alone (see RERUN)
+                    return steps[group.index :]
                 why, own = _time_out(step_seconds, budget_end, group)
                 seconds = time.monotonic() - group.started
                 _outcome(control, step, "timeout", why, seconds, group, own=own)
@@ -1031,6 +1042,8 @@ def _run_group(
                 elif chunk:
                     group.buffer += chunk
                 else:  # the process ended (or closed its result pipe) before all its steps
+                    if group.index > 0:  # maybe an earlier step's doing: alone (see RERUN)
+                        return steps[group.index :]
                     status = _wait_briefly(group.pid, deadline)
                     seconds = time.monotonic() - group.started
                     if status is None:  # it closed its result and went on, into its limit
