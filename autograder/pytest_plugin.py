@@ -1,9 +1,17 @@
-"""pytest entry: ``pytest --pyargs autograder --submission PATH`` grades one notebook.
+"""pytest entry: ``pytest -c /dev/null --pyargs autograder --submission PATH`` grades a notebook.
 
 The hidden suite (:mod:`autograder.test_submission`) has one test per step of the notebook's
 exercise, ``test_step[dC]`` and so on, each failing with the step's diagnosis. The plugin is
 registered through the ``pytest11`` entry point, so the options exist wherever the kit is
 installed.
+
+pytest runs in the grader's process whatever settings it finds: a ``pytest.ini`` (or
+``pyproject.toml``, ``tox.ini``, ``setup.cfg``) in the folder it starts from, which in a course's
+CI is the student's checkout, can add that folder to ``sys.path`` and load a plugin from it that
+passes every test. So grading refuses to start when pytest found such settings on its own; the
+documented command, ``pytest -c /dev/null ...``, reads none. (Code loaded before this plugin
+could undo the check: the check makes the unsafe command fail before anyone abuses it, and
+``-c /dev/null`` is what makes it safe.)
 """
 
 from __future__ import annotations
@@ -30,6 +38,43 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest="bn_seed",
         help="seed of the hidden configurations (default: drawn and reported)",
     )
+
+
+SAFE_COMMAND = "pytest -c /dev/null -p no:cacheprovider --pyargs autograder --submission PATH"
+"""How a course's CI grades a notebook: no pytest settings read, nothing written beside it."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Refuse to grade with pytest settings found in the folder pytest started from (see the
+    module docstring); a file named with ``-c`` is the grader's own choice."""
+    found = config.inipath
+    if config.getoption("submission") is None or found is None or config.option.inifilename:
+        return
+    if found.name == "pyproject.toml" and not _has_pytest_table(found):
+        return  # only marks the root folder: no settings
+    raise pytest.UsageError(
+        f"pytest read its settings from {found}; settings in a submission's folder can load "
+        "code into the process that grades it, so none are used for grading: run "
+        f"`{SAFE_COMMAND}` (outside the student's checkout, never `python -m pytest` there)"
+    )
+
+
+def _has_pytest_table(pyproject: Path) -> bool:
+    """Whether ``pyproject`` holds pytest settings (unreadable, or Python 3.10 without
+    ``tomllib``: whether it mentions pytest at all)."""
+    try:
+        text = pyproject.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return True
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        return "pytest" in text
+    try:
+        tool = tomllib.loads(text).get("tool", {})
+    except tomllib.TOMLDecodeError:
+        return True
+    return not isinstance(tool, dict) or "pytest" in tool
 
 
 _graded: dict[Path, tuple[int, SubmissionResult]] = {}

@@ -1,6 +1,7 @@
 """The hidden suite: one test per step of the ``--submission`` notebook.
 
-Run it with ``pytest --pyargs autograder --submission PATH``; a failing test shows the diagnosis.
+Run it with ``pytest -c /dev/null --pyargs autograder --submission PATH`` (see
+:mod:`autograder.pytest_plugin`); a failing test shows the diagnosis.
 The steps are those of the notebook's own exercise.
 """
 

@@ -38,6 +38,33 @@ def test_a_correct_submission_passes_every_step(pytester: pytest.Pytester, tmp_p
     run_suite(pytester, "--submission", nb).assert_outcomes(passed=27)
 
 
+PASSES_EVERYTHING = """
+import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    report.outcome, report.longrepr = "passed", None
+"""
+"""A student's pytest plugin: every test of the session passes."""
+
+
+def test_settings_in_the_students_folder_stop_grading_and_the_documented_command_reads_none(
+    pytester: pytest.Pytester,
+) -> None:
+    # a course's CI starts pytest in the student's checkout, where this sits beside the notebook
+    pytester.makeini("[pytest]\npythonpath = .\naddopts = -p passes_everything\n")
+    pytester.makepyfile(passes_everything=PASSES_EVERYTHING)
+    nb = make_notebook(pytester.path / "student.ipynb", default="stub")
+    r = run_suite(pytester, "--submission", nb)
+    assert r.ret == pytest.ExitCode.USAGE_ERROR, r.stdout.str()
+    assert "-c /dev/null" in r.stderr.str()
+    # -c /dev/null: no settings read, the plugin never loaded, the stubs fail every step
+    run_suite(pytester, "-c", "/dev/null", "--submission", nb).assert_outcomes(passed=1, failed=26)
+
+
 def test_the_suite_says_what_it_needs_without_a_submission(pytester: pytest.Pytester) -> None:
     r = run_suite(pytester)
     assert r.ret != 0
