@@ -23,6 +23,7 @@ import json
 import os
 import tempfile
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ import pytest
 from autograder.engine.grader import Grader
 from autograder.exercises import DEFAULT as EX
 from autograder.grading.results import StepResult, SubmissionResult, run_from_json
+from autograder.reports.report import render_feedback, render_report
 from autograder.reports.text import diagnoses_text
 from autograder.sandbox.limits import Limits
 from autograder.sandbox.plan import scratch_folder
@@ -165,9 +167,9 @@ def forge(record: str, blobs: bytes = b"", extra: bytes = b"") -> str:
     return FORGE.format(record=record, names=CASE_NAMES, blobs=blobs, extra=extra)
 
 
-ESCAPES = "raise ValueError('\\x1b]0;PWNED\\x07\\x1b[2J\\ud800\\r')"
-"""An error message with terminal escapes (retitle, clear), a carriage return and a lone
-surrogate."""
+ESCAPES = "raise ValueError('\\x1b]0;PWNED\\x07\\x1b[2J\\ud800<img src=x onerror=alert(1)>\\r')"
+"""An error message with terminal escapes (retitle, clear), a carriage return, a lone surrogate
+(which no page or terminal can encode) and HTML."""
 
 DROP_THE_WATCH = """\
 a = torch.zeros(1)
@@ -696,7 +698,7 @@ def test_a_forged_result_costs_only_its_step_with_a_reason(batch: dict[str, Any]
         assert code == "error" and "could not be read" in message, (name, message)
 
 
-def test_escape_sequences_in_a_message_are_kept_in_json_and_shown_inert(
+def test_escapes_and_html_in_a_message_are_kept_in_json_and_shown_inert_everywhere(
     batch: dict[str, Any],
 ) -> None:
     _only_hostile_steps_failed(batch, "escapes")
@@ -707,6 +709,13 @@ def test_escape_sequences_in_a_message_are_kept_in_json_and_shown_inert(
     assert not any(c in shown for c in "\x1b\x07\r\ud800")
     assert "\\x1b]0;PWNED\\x07" in shown
     shown.encode("utf-8")  # a terminal can print it
+    run = run_from_json(batch["run"])
+    run = replace(run, submissions=[s for s in run.submissions if Path(s.path).stem == "escapes"])
+    feedback, report = render_feedback(run.submissions[0], run.seed), render_report(run)
+    for html in (feedback, report):
+        html.encode("utf-8")  # the pages can be written
+        assert "<img src=x" not in html and "\x1b" not in html and "\ud800" not in html
+    assert "&lt;img src=x onerror=alert(1)&gt;" in feedback and "\\ud800" in feedback
 
 
 def test_nan_and_infinite_answers_fail_and_never_reach_the_json(batch: dict[str, Any]) -> None:

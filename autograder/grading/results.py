@@ -240,7 +240,9 @@ def finite(value: Any) -> Any:
 
 def write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file in the same folder and a rename, so
-    a reader (or an interrupted run) never sees a partial file."""
+    a reader (or an interrupted run) never sees a partial file. A lone surrogate (from a file
+    name or a student's message, if a writer let one through) is written as its escape,
+    ``\\udcff``, rather than stopping the write."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -248,7 +250,7 @@ def write_atomic(path: Path, text: str) -> None:
         umask = os.umask(0)
         os.umask(umask)
         os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; a results file is an ordinary file
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())

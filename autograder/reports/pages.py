@@ -13,7 +13,7 @@ import re
 
 from ..exercises import DEFAULT, EXERCISES, Exercise
 from ..grading.results import SubmissionResult
-from .text import step_state
+from .text import printable, step_state
 
 CSS = """
 :root { color-scheme: light; --pass: #2e7d32; --fail: #c62828; --ungraded: #9e9e9e; }
@@ -71,8 +71,10 @@ table.cases td:first-child { white-space: nowrap; }
 
 
 def escape(text: object) -> str:
-    """HTML-escape anything for use in text or a quoted attribute."""
-    return html.escape(str(text), quote=True)
+    """HTML-escape anything for use in text or a quoted attribute; a student's text may carry
+    lone surrogates (which no page can be encoded with), controls and bidirectional overrides,
+    each shown as its escape (:func:`~autograder.reports.text.printable`)."""
+    return html.escape(printable(str(text)), quote=True)
 
 
 def image(svg: str, alt: str) -> str:
