@@ -25,6 +25,7 @@ import ast
 import bisect
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import cast
 
 MAGIC_PREFIXES = ("%", "!", "?")
 """IPython lines that are not Python (``%matplotlib inline``, ``!pip install``): blanked."""
@@ -154,9 +155,16 @@ def read_cells(cells: Iterable[Mapping[str, object]], max_chars: int = 100_000) 
     return out
 
 
+GRAD_MODE_OFF = frozenset({"no_grad", "inference_mode", "set_grad_enabled"})
+"""Context managers whose body the reader reads as top-level code (``with torch.no_grad():``
+around the lecture's training step): they only turn grad mode off, so the body runs as
+written. Any other ``with`` (``contextlib.suppress``, say, which may skip the rest of its body)
+stays one statement, run as a whole."""
+
+
 def _flatten(body: list[ast.stmt]) -> Iterator[tuple[ast.stmt, int | None]]:
     for node in body:
-        if isinstance(node, ast.With):
+        if isinstance(node, ast.With) and all(_turns_grad_off(item) for item in node.items):
             yield from _flatten(node.body)
         elif _parts(node):
             for i in range(_parts(node)):
@@ -165,8 +173,22 @@ def _flatten(body: list[ast.stmt]) -> Iterator[tuple[ast.stmt, int | None]]:
             yield node, None
 
 
+def _turns_grad_off(item: ast.withitem) -> bool:
+    call = item.context_expr
+    if item.optional_vars is not None or not isinstance(call, ast.Call):
+        return False
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    if name == "set_grad_enabled":  # only set_grad_enabled(False)
+        off = call.args[0] if len(call.args) == 1 and not call.keywords else None
+        return isinstance(off, ast.Constant) and off.value is False
+    return name in GRAD_MODE_OFF and not call.args and not call.keywords
+
+
 def _parts(node: ast.stmt) -> int:
-    """How many names ``a, b = x, y`` binds (0 for any other statement)."""
+    """How many names ``a, b = x, y`` binds (0 for any other statement, and for one whose
+    values read a name it binds before them, ``t, dh = x, t``: one after another, ``dh`` would
+    get the new ``t``, where Python gives it the old one)."""
     if isinstance(node, ast.Assign) and len(node.targets) == 1:
         t, v = node.targets[0], node.value
         if (
@@ -175,6 +197,9 @@ def _parts(node: ast.stmt) -> int:
             and MAX_PARTS >= len(t.elts) == len(v.elts) > 1
             and all(isinstance(e, ast.Name) for e in t.elts)
         ):
+            names = [cast(ast.Name, e).id for e in t.elts]
+            if any(loads(value) & set(names[:i]) for i, value in enumerate(v.elts)):
+                return 0
             return len(t.elts)
     return 0
 

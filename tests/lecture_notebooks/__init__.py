@@ -666,6 +666,28 @@ CASES: tuple[LectureCase, ...] = (
         exercises=(EX1.id,),
     ),
     LectureCase(
+        "read_as_python_runs_it",
+        "code the reader must read as Python runs it, not line by line: a tuple assignment whose "
+        "value reads a name it binds first (dh gets the old t, zeros), a contextlib.suppress "
+        "that skips the rest of its body (dW2 is never assigned in it), torch.no_grad() around "
+        "an answer (runs as written)",
+        _cells(
+            setup(),
+            code(
+                exercise1(
+                    {
+                        "dh": "t = torch.zeros_like(h)\nt, dh = dlogits @ W2.T, t",
+                        "dW2": "import contextlib\nwith contextlib.suppress(ZeroDivisionError):"
+                        "\n    1 / 0\n    dW2 = h.T @ dlogits",
+                        "db2": "with torch.no_grad():\n    db2 = dlogits.sum(0)",
+                    }
+                )
+            ),
+        ),
+        expect={"dh": "ignores-upstream", "dW2": "error"},
+        exercises=(EX1.id,),
+    ),
+    LectureCase(
         "one_go_variants",
         "Exercise 2 from probs (a tensor of Exercise 1's pass), Exercise 3 from bndiff with "
         "Bessel's correction forgotten",
