@@ -27,6 +27,7 @@ import pytest
 from autograder import __version__
 from autograder.cli import main
 from autograder.exercises import EXERCISES
+from autograder.grading.submission import MAX_NOTEBOOK_BYTES
 from autograder.integrations import gradescope_run
 from autograder.integrations.gradescope_run import SETTINGS_FILE, Settings
 
@@ -144,8 +145,14 @@ def test_finding_the_submission_names_what_is_wrong(tmp_path: Path) -> None:
         (tmp_path / "s" / name).write_text("{}")
     assert "2 notebooks" in str(find(tmp_path / "s", None))
     (tmp_path / "s" / "passwd.ipynb").symlink_to("/etc/passwd")  # never read through a link
+    (tmp_path / "s" / "._copy.ipynb").write_bytes(b"\0\5\26\7")  # macOS's zip debris
     assert "2 notebooks" in str(find(tmp_path / "s", None))
     assert find(tmp_path / "s", "backprop_ninja") == tmp_path / "s" / "backprop_ninja.ipynb"
+    (tmp_path / "s" / "copy.ipynb").unlink()
+    assert find(tmp_path / "s", None) == tmp_path / "s" / "backprop_ninja.ipynb"
+    with open(tmp_path / "s" / "backprop_ninja.ipynb", "wb") as f:  # sparse: refused unread
+        f.truncate(MAX_NOTEBOOK_BYTES + 1)
+    assert "too large" in str(find(tmp_path / "s", "backprop_ninja"))
 
 
 # --- the child's sandbox policy, in-process --------------------------------------------------
@@ -353,8 +360,9 @@ def test_the_exercise_comes_from_the_notebook_or_the_assignment(
     ce = EXERCISES["cross_entropy_backward"]
     nb = make_notebook(tmp_path / "cross_entropy_backward.ipynb", exercise=ce)
     gradescope.settings(bundles("--seed", "5"))
-    results, _ = gradescope.grade({"cross_entropy_backward.ipynb": nb})
+    results, _ = gradescope.grade({"--mode=none.ipynb": nb})  # a name like an option: a name
     assert [t["name"] for t in results["tests"]] == ["dlogits"] and results["score"] == 1
+    assert f"Graded as {ce.text.title} (cross_entropy_backward)" in results["output"]
 
     gradescope.settings(bundles("--assignment", "backprop_ninja"))
     results, _ = gradescope.grade({"cross_entropy_backward.ipynb": nb})

@@ -239,6 +239,11 @@ def bundle_command(args: argparse.Namespace) -> int:
     what = settings.assignment or "each notebook's own exercise (its metadata or grade ids)"
     print(f"wrote {args.output}: {', '.join(names)}")
     print(f"grades {what}; seed {settings.seed}; tests {settings.visibility}")
+    if settings.assignment is None:
+        print(
+            "note: a student may then hand in another exercise's notebook and be graded on it "
+            "(the output says which); for an assignment of one exercise, give --assignment ID"
+        )
     print(SANDBOX_WORDS[settings.sandbox])
     print("Upload it in Gradescope: Configure Autograder > Zip file upload (an Ubuntu base image).")
     return 0

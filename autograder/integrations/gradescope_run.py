@@ -54,6 +54,7 @@ from ..exercises import EXERCISES
 from ..grading.loading import load_submissions
 from ..grading.results import RunResult, run_from_json, write_json
 from ..grading.submission import (
+    MAX_NOTEBOOK_BYTES,
     METADATA_KEY,
     Submission,
     SubmissionError,
@@ -124,8 +125,10 @@ class Settings:
 def find_submission(folder: Path, assignment: str | None) -> Path | str:
     """The notebook to grade in ``folder``, or why there is none, in the student's words.
 
-    One ``.ipynb`` (Jupyter's checkpoints and macOS's zip debris aside) is it; of several, the
-    one named after the assignment; otherwise the student is told to submit one.
+    One ``.ipynb`` (Jupyter's checkpoints and macOS's zip debris aside: ``__MACOSX/`` and the
+    ``._*`` files beside each file) is it; of several, the one named after the assignment;
+    otherwise the student is told to submit one. A notebook too large to be one is refused here,
+    before root copies it.
     """
     if not folder.is_dir():
         return "No files were submitted. Upload your notebook (the .ipynb file)."
@@ -138,12 +141,18 @@ def find_submission(folder: Path, assignment: str | None) -> Path | str:
         and not p.is_symlink()  # root copies the file: never one a link points it to
         and p.resolve().is_relative_to(inside)
         and not any(part in skipped for part in p.relative_to(folder).parts)
+        and not p.name.startswith("._")  # macOS's AppleDouble file of the real one
     )
-    if len(found) == 1:
-        return found[0]
     expected = f"{assignment}.ipynb" if assignment else None
-    if expected and [p.name for p in found].count(expected) == 1:
-        return next(p for p in found if p.name == expected)
+    if len(found) == 1 or (expected and [p.name for p in found].count(expected) == 1):
+        chosen = found[0] if len(found) == 1 else next(p for p in found if p.name == expected)
+        size = chosen.stat().st_size
+        if size > MAX_NOTEBOOK_BYTES:
+            return (
+                f"Your notebook {chosen.relative_to(folder).as_posix()} is {size} bytes, too "
+                "large to be this notebook: submit the notebook saved from Jupyter."
+            )
+        return chosen
     names = ", ".join(p.relative_to(folder).as_posix() for p in found[:10])
     if found:
         want = f" ({expected})" if expected else ""
@@ -207,7 +216,8 @@ def run_child(notebook: Path, settings: Settings, attempt: Attempt) -> dict[str,
                 os.chown(path, UNPRIVILEGED, UNPRIVILEGED)
         os.chmod(work, 0o700)
         command = [sys.executable, "-I", "-m", "autograder.integrations.gradescope_run"]
-        command += ["--grade", copy.name, "--out", str(out / "graded.json"), "--mode", mode]
+        # --grade=NAME: a file name starting with "-" is still a value, not an option
+        command += [f"--grade={copy.name}", "--out", str(out / "graded.json"), "--mode", mode]
         command += ["--settings-json", settings.to_text()]
         timeout = settings.budget_seconds + STARTUP_SECONDS
         try:
@@ -343,6 +353,8 @@ def choose_submission(path: Path, assignment: str | None) -> tuple[Submission, s
         )
     elif sub.format != "kit":
         note = f"Graded as {sub.exercise.text.title}, from the lecture's own notebook format."
+    elif assignment is None:  # each notebook its own exercise: say which, for student and staff
+        note = f"Graded as {sub.exercise.text.title} ({sub.exercise.id})."
     return sub, note
 
 
