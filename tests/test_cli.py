@@ -14,11 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from autograder.cli import grade as grade_command
 from autograder.cli import main
 from autograder.cli.grade import batch_table, shard_of, step_table
 from autograder.engine.grader import Grader
+from autograder.grading.results import RunResult
 from autograder.integrations.gradescope import gradescope_json
 
+from .lecture_notebooks import LectureCase, code, exercise1, exercise2, setup
 from .notebooks import SCATTER_BUG_CODE, make_notebook
 
 
@@ -122,6 +125,32 @@ def test_resume_grades_only_what_is_missing(
         "a.ipynb": 26,
         "b.ipynb": 25,
     }
+
+
+def test_the_json_file_only_ever_holds_whole_notebooks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--resume`` skips every notebook the file names, so a file written between a lecture
+    notebook's results (Exercise 1's kept, Exercise 2's not yet) would lose the rest for good
+    if the run were killed then: every write holds all of a notebook's results or none."""
+    folder = tmp_path / "class"
+    folder.mkdir()
+    LectureCase("three", "", [*setup(), code(exercise1()), *exercise2()]).write(folder)
+    make_notebook(folder / "kit.ipynb")
+    monkeypatch.setattr(grade_command, "JSON_FLUSH_SECONDS", -1.0)  # write after every result
+    written: list[list[str]] = []
+    real = grade_command.write_json
+
+    def spy(path: Path, data: object) -> None:
+        if isinstance(data, RunResult):
+            written.append([Path(s.path).stem for s in data.submissions])
+        real(path, data)
+
+    monkeypatch.setattr(grade_command, "write_json", spy)
+    assert grade(capsys, folder, "--json", tmp_path / "r.json", "--seed", "4")[0] == 0
+    assert len(written) >= 3  # after each notebook, and at the end
+    assert all(names.count("three") in (0, 2) for names in written), written
+    assert written[-1].count("three") == 2 and written[-1].count("kit") == 1
 
 
 def test_shards_are_disjoint_cover_the_class_and_are_the_same_everywhere(tmp_path: Path) -> None:

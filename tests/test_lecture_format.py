@@ -160,6 +160,18 @@ def test_exercise_2_alone_is_its_own_submission(tmp_path: Path) -> None:
     assert [s.exercise.id for s in subs] == [BACKPROP_NINJA.id, CE]
 
 
+def test_a_notebooks_results_come_together_so_a_batch_never_keeps_part_of_them(
+    grader: Grader, tmp_path: Path
+) -> None:
+    """``grade --json`` keeps results as they come and ``--resume`` skips every notebook the
+    file names: a notebook's three results must reach the file at once, never one by one."""
+    three = LectureCase("three", "", [*setup(), code(exercise1()), *exercise2()]).write(tmp_path)
+    kit = make_notebook(tmp_path / "kit.ipynb")
+    batches = {Path(r[0].path).stem: r for r in grader.grade_notebooks([three, kit])}
+    assert [r.exercise for r in batches["three"]] == [BACKPROP_NINJA.id, CE]
+    assert [r.exercise for r in batches["kit"]] == [BACKPROP_NINJA.id]
+
+
 def test_a_partly_answered_notebook_has_no_notebook_error_and_one_in_neither_format_does(
     grader: Grader, tmp_path: Path
 ) -> None:

@@ -407,24 +407,34 @@ class Grader:
 
     def grade_paths(self, paths: Iterable[Path]) -> Iterator[SubmissionResult]:
         """Grade notebooks, yielding each submission's result as soon as its last step is done
+        (not necessarily in input order); the results of one notebook come one after another
+        (see :meth:`grade_notebooks`)."""
+        for results in self.grade_notebooks(paths):
+            yield from results
+
+    def grade_notebooks(self, paths: Iterable[Path]) -> Iterator[list[SubmissionResult]]:
+        """Grade notebooks, yielding each notebook's results as soon as its last step is done
         (not necessarily in input order). A notebook in the lecture's format may hold several
-        submissions (Exercise 1, then 2 and 3): they are yielded together, in that order, once
-        the last is done. A file that cannot be read yields a result with ``error`` set and no
-        steps; nothing a submission does stops the batch."""
+        submissions (Exercise 1, then 2 and 3): they come in one list, in that order, so a
+        batch that keeps results as it goes never holds part of a notebook's. A file that
+        cannot be read yields a result with ``error`` set and no steps; nothing a submission
+        does stops the batch."""
         subs: dict[int, tuple[Submission, list[Step]]] = {}
         siblings: dict[int, list[int]] = {}  # submission key -> the keys of its notebook
         for path in paths:
             try:
                 found = load_submissions(Path(path))
             except SubmissionError as e:
-                yield SubmissionResult(
-                    path=str(path),
-                    score=0.0,
-                    max_score=DEFAULT.total_points,
-                    error=str(e),
-                    steps=[],
-                    exercise=DEFAULT.id,
-                )
+                yield [
+                    SubmissionResult(
+                        path=str(path),
+                        score=0.0,
+                        max_score=DEFAULT.total_points,
+                        error=str(e),
+                        steps=[],
+                        exercise=DEFAULT.id,
+                    )
+                ]
                 continue
             keys = list(range(len(subs), len(subs) + len(found)))
             for key, sub in zip(keys, found, strict=True):
@@ -434,8 +444,7 @@ class Grader:
         for key, results in self._grade(subs):
             done[key] = self._result(subs[key][0], results)
             if all(k in done for k in siblings[key]):
-                for k in siblings[key]:
-                    yield done.pop(k)
+                yield [done.pop(k) for k in siblings[key]]
 
     def run(self, paths: Iterable[Path]) -> RunResult:
         """Grade everything and return the run (submissions in completion order)."""
