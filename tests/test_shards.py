@@ -108,6 +108,19 @@ def test_parts_that_are_not_one_grading_are_refused_with_the_reason(
     assert not (tmp_path / "out.json").exists()
 
 
+def test_one_file_given_twice_or_one_run_under_two_names_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    whole = tmp_path / "whole.json"  # an unsharded run: no label tells its copies apart
+    write_json(whole, _part(5, paths=("a.ipynb", "b.ipynb")).to_json())
+    copy = tmp_path / "copy.json"
+    copy.write_bytes(whole.read_bytes())
+    for files, says in (((whole, whole), "given more than once"), ((whole, copy), "in two parts")):
+        code = main(["merge", *map(str, files), "-o", str(tmp_path / "out.json")])
+        assert code == 1 and says in capsys.readouterr().err
+        assert not (tmp_path / "out.json").exists()
+
+
 def test_parts_of_another_kit_version_are_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -48,6 +48,9 @@ def merge_runs(parts: Sequence[tuple[str, RunResult]], partial: bool = False) ->
     path; MergeError if they are not parts of one grading (see the module docstring)."""
     if not parts:
         raise MergeError("nothing to merge: give the JSON files of the parts")
+    given = [name for name, n in Counter(name for name, _ in parts).items() if n > 1]
+    if given:
+        raise MergeError(f"{given[0]} is given more than once: each part counts once")
     for what, key in (("seed", "seed"), ("kit version", "version"), ("kit", "kit")):
         values = {getattr(run, key) for _, run in parts}
         if len(values) > 1:
@@ -78,13 +81,13 @@ def merge_runs(parts: Sequence[tuple[str, RunResult]], partial: bool = False) ->
                 + " missing: the merged file would lack their submissions (give every part, "
                 "or --partial to merge these alone)"
             )
-    owner: dict[str, str] = {}
+    owner: dict[str, int] = {}  # path -> the part holding it (a notebook's results share one)
     clashes: list[str] = []
-    for name, run in parts:
+    for index, (name, run) in enumerate(parts):
         for sub in run.submissions:
-            if sub.path in owner and owner[sub.path] != name:
-                clashes.append(f"{sub.path} ({owner[sub.path]} and {name})")
-            owner.setdefault(sub.path, name)
+            if sub.path in owner and owner[sub.path] != index:
+                clashes.append(f"{sub.path} ({parts[owner[sub.path]][0]} and {name})")
+            owner.setdefault(sub.path, index)
     if clashes:
         shown = "; ".join(clashes[:5]) + (f"; and {len(clashes) - 5} more" if clashes[5:] else "")
         raise MergeError(
