@@ -15,7 +15,12 @@ import pytest
 from autograder.engine.grader import Grader, normalise, translate_line
 from autograder.exercises import DEFAULT
 from autograder.grading.results import dumps
-from autograder.grading.submission import find_notebooks
+from autograder.grading.submission import (
+    MAX_OLD_CELLS,
+    SubmissionError,
+    find_notebooks,
+    parse_notebook,
+)
 
 from .conftest import LIMITS
 from .notebooks import SCATTER_BUG_CODE as SCATTER_BUG
@@ -170,6 +175,21 @@ def test_links_and_special_files_in_a_class_folder_get_a_reason_and_are_never_fo
         assert subs[student].score == 0 and subs[student].steps == []
         assert "symbolic link" in (subs[student].error or ""), student
     assert subs["dan"].score == 0 and "not a regular file" in (subs["dan"].error or "")
+
+
+def test_an_old_format_notebook_is_converted_unless_it_has_more_cells_than_any_answer(
+    grader: Grader,
+) -> None:
+    def v3(cells: int) -> str:
+        cell = {"cell_type": "code", "input": "x = 1", "language": "python", "outputs": []}
+        sheet = {"cells": [cell] * cells, "metadata": {}}
+        return json.dumps(
+            {"nbformat": 3, "nbformat_minor": 0, "metadata": {}, "worksheets": [sheet]}
+        )
+
+    assert [c["source"] for c in parse_notebook(v3(3))["cells"]] == ["x = 1"] * 3
+    with pytest.raises(SubmissionError, match="old format"):  # refused before nbformat reads it
+        parse_notebook(v3(MAX_OLD_CELLS + 1))
 
 
 def test_a_nan_answer_is_strict_json_everywhere(grader: Grader, tmp_path: Path) -> None:

@@ -118,11 +118,36 @@ def parse_notebook(text: str) -> dict[str, Any]:
     if not isinstance(nb, dict):
         raise SubmissionError("the file is not a Jupyter notebook (it has no cells)")
     if nb.get("nbformat") in (1, 2, 3) or "worksheets" in nb:
+        cells = _old_cells(nb)
+        if cells > MAX_OLD_CELLS:
+            raise SubmissionError(
+                f"the notebook is in Jupyter's old format (before version 4) and holds {cells} "
+                "cells, more than this notebook ever has: open it in Jupyter, save it and resubmit"
+            )
         nb = _converted(text)
     cells = nb.get("cells")
     if not isinstance(cells, list) or not all(isinstance(c, dict) for c in cells):
         raise SubmissionError("the file is not a Jupyter notebook (it has no cells)")
     return nb
+
+
+MAX_OLD_CELLS = 2_000
+"""Most cells of a notebook older than version 4 that is converted: nbformat's converter and
+its validation cost the grader about half a millisecond of CPU per cell (a notebook of 300,000
+tiny cells, under the size limit: half a minute and a gigabyte), and an answered notebook of
+the exercise has a few hundred."""
+
+
+def _old_cells(nb: dict[str, Any]) -> int:
+    """The cells of an old notebook: in its worksheets (versions 2 and 3), or at the top."""
+    sheets = nb.get("worksheets")
+    if isinstance(sheets, list):
+        return sum(len(ws["cells"]) for ws in sheets if isinstance(ws, dict) and _listed(ws))
+    return len(nb["cells"]) if _listed(nb) else 0
+
+
+def _listed(d: dict[str, Any]) -> bool:
+    return isinstance(d.get("cells"), list)
 
 
 def _converted(text: str) -> dict[str, Any]:
