@@ -128,6 +128,9 @@ ESCAPES = {
     "set literal": "s = {1, 2}",
     "bytes literal": "b = b'\\x00'",
     "a tensor method outside the list": "x = probs.numpy()",
+    # values an earlier step in the process left in memory
+    "empty": "dC = torch.empty(27, 10)",
+    "empty_like": "dC = torch.empty_like(C) * 0.0",
     "a string method outside the list": "x = 'a'.join(['b'])",
     # not even code
     "syntax error": "dprobs = (",

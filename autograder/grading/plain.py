@@ -1,16 +1,17 @@
 """Recognising answers that are plain tensor arithmetic, which may share a process.
 
 Every step of a submission runs in a process of its own unless its code is *plain*: a static,
-conservative check of the syntax tree that the code can only compute with the tensors and sizes
-it is given. Plain code has no imports, definitions, ``with``, ``try``, ``raise``, ``global``,
+conservative check of the syntax tree that the code can only compute with the tensors and sizes it
+is given. Plain code has no imports, definitions, ``with``, ``try``, ``raise``, ``global``,
 ``del``; reads no name or attribute that starts with ``_``; assigns to names and subscripts only
-(never to an attribute); reads only names it assigned itself, names of the step's namespace, and
-a few pure builtins; and reads only attributes from a list of pure tensor, ``torch`` and
-``torch.nn.functional`` names. Such code cannot monkeypatch, leave a process or thread behind,
-stash anything where a later step could find it, or reach the grader's objects, so the plain
-steps of one submission run one after another in one process (each case still gets fresh
-clones of its tensors). Anything else (autograd, ``setattr``, a ``lambda``, an unknown method)
-runs in a process of its own: being plain is about speed, never about the grade.
+(never to an attribute); reads only names it assigned itself, names of the step's namespace, and a
+few pure builtins; and reads only attributes from a list of pure tensor, ``torch`` and
+``torch.nn.functional`` names (not ``empty``, whose values are whatever memory an earlier step
+freed). Such code cannot monkeypatch, leave a process or thread behind, stash anything where a
+later step could find it, or reach the grader's objects, so the plain steps of one submission run
+one after another in one process (each case still gets fresh clones of its tensors). Anything else
+(autograd, ``setattr``, a ``lambda``, an unknown method) runs in a process of its own: being plain
+is about speed, never about the grade.
 
 Deciding which answers share a process is the grader's scheduling decision: the sandbox only
 does what each job says.
@@ -56,7 +57,7 @@ zero_ fill_ add_ sub_ mul_ div_ index_add_ index_add index_put_ index_put scatte
 scatter_ scatter gather masked_fill masked_fill_ index_select matmul mm bmm outer dot add sub mul
 div new_zeros new_ones new_full eq ne gt lt ge le where clamp clamp_ maximum minimum cumsum prod
 bincount nonzero split chunk unbind flip diag diagonal triu tril sort topk copy_ narrow select
-zeros zeros_like ones ones_like full full_like empty empty_like arange tensor as_tensor eye cat
+zeros zeros_like ones ones_like full full_like arange tensor as_tensor eye cat
 stack einsum diag_embed broadcast_to tile repeat_interleave logical_and float32 float64 int64
 one_hot softmax log_softmax keepdim
 """.split()
