@@ -11,7 +11,9 @@ CI is the student's checkout, can add that folder to ``sys.path`` and load a plu
 passes every test. So grading refuses to start when pytest found such settings on its own; the
 documented command, ``pytest -c /dev/null ...``, reads none. (Code loaded before this plugin
 could undo the check: the check makes the unsafe command fail before anyone abuses it, and
-``-c /dev/null`` is what makes it safe.)
+``-c /dev/null`` is what makes it safe.) A ``conftest.py`` in a folder above the kit (the
+student's checkout, where a CI job installs the kit into a virtual environment inside it) would
+be loaded whatever the settings: grading loads none (``--noconftest``).
 """
 
 from __future__ import annotations
@@ -38,6 +40,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest="bn_seed",
         help="seed of the hidden configurations (default: drawn and reported)",
     )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """With ``--submission``, no ``conftest.py`` is loaded (see the module docstring): set
+    before pytest looks for the first ones, and it never looks again."""
+    if getattr(early_config.known_args_namespace, "submission", None) is not None:
+        early_config.known_args_namespace.noconftest = True
 
 
 SAFE_COMMAND = "pytest -c /dev/null -p no:cacheprovider --pyargs autograder --submission PATH"

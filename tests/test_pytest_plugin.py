@@ -6,9 +6,12 @@ sandboxes of its own), against real notebooks.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
+
+import autograder
 
 from .notebooks import SCATTER_BUG_CODE, make_notebook
 
@@ -63,6 +66,23 @@ def test_settings_in_the_students_folder_stop_grading_and_the_documented_command
     assert "-c /dev/null" in r.stderr.str()
     # -c /dev/null: no settings read, the plugin never loaded, the stubs fail every step
     run_suite(pytester, "-c", "/dev/null", "--submission", nb).assert_outcomes(passed=1, failed=26)
+
+
+def test_a_conftest_in_a_folder_above_the_kit_is_never_loaded(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a CI job that installs the kit into a virtual environment inside the student's checkout:
+    # the student's conftest.py sits above the hidden suite, where pytest looks for conftests
+    site = pytester.path / ".venv" / "lib" / "site-packages"
+    kit = Path(autograder.__file__).parent
+    shutil.copytree(kit, site / "autograder", ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    pytester.makeconftest(PASSES_EVERYTHING)
+    nb = make_notebook(pytester.path / "student.ipynb", default="stub")
+    r = run_suite(pytester, "-c", "/dev/null", "--submission", nb)
+    r.assert_outcomes(passed=1, failed=26)
+    # the copy inside the checkout was the suite collected
+    assert ".venv/lib/site-packages/autograder/test_submission.py" in r.stdout.str()
 
 
 def test_the_suite_says_what_it_needs_without_a_submission(pytester: pytest.Pytester) -> None:
