@@ -298,7 +298,59 @@ def analyse(node: ast.stmt, part: int | None = None) -> tuple[frozenset[str], ..
     mods: set[str] = set()
     reads: set[str] = set()
     _statement(node, part, set(), defs, mods, reads)
+    if part is None:
+        mods |= _hidden_rebindings(node)
     return frozenset(defs), frozenset(mods), frozenset(reads)
+
+
+NAMESPACE_CALLS = frozenset({"globals", "locals", "vars"})
+
+
+def _hidden_rebindings(node: ast.stmt, depth: int = 0) -> set[str]:
+    """Names a statement rebinds where no assignment shows it: ``(dh := dh * 2)`` (a walrus
+    binds in this scope, mid-expression), ``globals()['dh'] = ...``, and the statements of
+    ``exec('dh = ...')`` with a constant string (read as code, to a few levels)."""
+    out: set[str] = set()
+    for n in _same_scope(node):
+        if isinstance(n, ast.NamedExpr):
+            out.add(n.target.id)
+        elif (
+            isinstance(n, ast.Subscript)
+            and isinstance(n.ctx, ast.Store)
+            and isinstance(n.value, ast.Call)
+            and isinstance(n.value.func, ast.Name)
+            and n.value.func.id in NAMESPACE_CALLS
+            and isinstance(n.slice, ast.Constant)
+            and isinstance(n.slice.value, str)
+        ):
+            out.add(n.slice.value)
+        elif (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Name)
+            and n.func.id == "exec"
+            and n.args
+            and isinstance(n.args[0], ast.Constant)
+            and isinstance(n.args[0].value, str)
+            and depth < 3
+        ):
+            try:
+                body = ast.parse(n.args[0].value).body
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                continue
+            for stmt in body:
+                d, m, _ = analyse(stmt)
+                out |= d | m | _hidden_rebindings(stmt, depth + 1)
+    return out
+
+
+def _same_scope(node: ast.AST) -> Iterator[ast.AST]:
+    """``node``'s descendants, those of function and class bodies and lambdas aside (a walrus in
+    a comprehension binds in the scope around it, so comprehensions are walked)."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            continue
+        yield child
+        yield from _same_scope(child)
 
 
 def _bind_target(target: ast.expr, fresh: set[str], mods: set[str]) -> None:

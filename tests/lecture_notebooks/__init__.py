@@ -670,7 +670,8 @@ CASES: tuple[LectureCase, ...] = (
         "code the reader must read as Python runs it, not line by line: a tuple assignment whose "
         "value reads a name it binds first (dh gets the old t, zeros), a contextlib.suppress "
         "that skips the rest of its body (dW2 is never assigned in it), torch.no_grad() around "
-        "an answer (runs as written)",
+        "an answer (runs as written), rebindings no assignment shows: a walrus, exec of a "
+        "constant string, globals()['name'] = ...",
         _cells(
             setup(),
             code(
@@ -680,11 +681,20 @@ CASES: tuple[LectureCase, ...] = (
                         "dW2": "import contextlib\nwith contextlib.suppress(ZeroDivisionError):"
                         "\n    1 / 0\n    dW2 = h.T @ dlogits",
                         "db2": "with torch.no_grad():\n    db2 = dlogits.sum(0)",
+                        "dW1": answer("dW1") + "\n(dW1 := dW1 * 2)",
+                        "db1": answer("db1") + "\nexec('db1 = db1 * 2')",
+                        "dbnbias": answer("dbnbias") + "\nglobals()['dbnbias'] = dbnbias * 2",
                     }
                 )
             ),
         ),
-        expect={"dh": "ignores-upstream", "dW2": "error"},
+        expect={
+            "dh": "ignores-upstream",
+            "dW2": "error",
+            "dW1": "wrong-scale",
+            "db1": "wrong-scale",
+            "dbnbias": "wrong-scale",
+        },
         exercises=(EX1.id,),
     ),
     LectureCase(
