@@ -157,6 +157,81 @@ dprobs = torch.tensor(list(json.dumps(F).encode()), dtype=torch.uint8)
 """)
 """What a submission sees and may do, sent back as the bytes of a uint8 tensor."""
 
+HEAP = r"""
+import json
+import sys
+
+import numpy as np
+
+targets = @TARGETS@  # [key, 4 words] each: 16 bytes from the middle of a tensor
+
+
+class Raw:  # the process's own memory as an array, without ctypes or /proc/self/mem
+    def __init__(self, address, words):
+        self.__array_interface__ = {
+            "data": (address, True), "shape": (words,), "typestr": "<u4", "version": 3
+        }
+
+
+def search():
+    firsts = np.array(sorted({w[0] for _, w in targets}), dtype=np.uint32)
+    with open("/proc/self/maps") as f:
+        maps = f.read().splitlines()
+    regions = []  # copied first: scanning allocates, and the heap may shrink under a view
+    for line in maps:
+        fields = line.split()
+        if fields[1].startswith("rw") and fields[-1] == "[heap]":
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            regions.append(np.asarray(Raw(start, (end - start) // 4)).copy())
+    found = set()
+    for memory in regions:  # where a freed small tensor's bytes stay (a large one's are unmapped)
+        for at in range(0, len(memory), 1 << 22):
+            chunk = memory[at : at + (1 << 22) + 3]
+            for i in np.nonzero(np.isin(chunk[:-3], firsts))[0]:
+                window = chunk[i : i + 4].tolist()
+                found |= {key for key, w in targets if w == window}
+    return sorted(found)
+
+
+if not hasattr(sys, "_bn_heap"):  # once, in the process's first case
+    sys._bn_heap = search()
+dW2 = torch.tensor(list(json.dumps(sys._bn_heap).encode()), dtype=torch.uint8)
+"""
+"""Which of ``targets`` are in the answer's own heap."""
+
+
+def _heap_targets(grader: Grader, given: tuple[str, ...]) -> list[list[Any]]:
+    """16 bytes from the middle of every upstream gradient of the true-upstream cases (there,
+    another step's reference): ``[key, words]``, ``key`` being ``case:variable``, with a
+    ``given:`` prefix for those the probing step is given (so must find). A gradient whose 16
+    bytes are also in an input of the step (``dnorm_logits`` and ``dlogits`` share most
+    values) is left out: finding it would prove nothing."""
+    cases = grader.cases(EX)
+    inputs = [
+        t.detach().float().contiguous().numpy().tobytes()
+        for case in cases
+        for t in [*case.graph.values(), *(case.upstream[u] for u in given)]
+        if isinstance(t, torch.Tensor) and t.is_floating_point()
+    ]
+    out: list[list[Any]] = []
+    for case in cases:
+        if not case.true_upstream:
+            continue
+        for name, t in case.upstream.items():
+            flat = t.detach().reshape(-1).float().contiguous()
+            if flat.numel() < 24:
+                continue
+            window = flat[16:20]
+            words = [w & 0xFFFFFFFF for w in window.view(torch.int32).tolist()]
+            if len(set(words)) < 4 or 0 in words:  # common in memory: not a quick search
+                continue
+            if name in given:
+                out.append([f"given:{case.name}:{name}", words])
+            elif not any(window.numpy().tobytes() in blob for blob in inputs):
+                out.append([f"{case.name}:{name}", words])
+    return out
+
+
 REACH = r"""
 import sys
 found, seen, visited = [], set(), set()
@@ -682,14 +757,17 @@ def explore(mode: str) -> dict[str, Any]:
             ABSTRACT=abstract,
             UNIX_PATH=unix_path,
         )
+        heap = _fill(HEAP, TARGETS=_heap_targets(grader, EX.step("dW2").upstream))
         tasks = [
             Task("facts", "dprobs", ("dlogprobs",), facts, False),
             Task("reach", "dW2", EX.step("dW2").upstream, REACH, False),
+            Task("heap", "dW2", EX.step("dW2").upstream, heap, False),
         ]
         outcomes = _run_tasks(grader, tasks)
         report["facts"] = json.loads(bytes(_decode(outcomes["facts"], names).tolist()))
         reached = _decode(outcomes["reach"], names)
         report["leaked"] = _leaked_references(grader, reached, EX.step("dW2").upstream)
+        report["heap"] = json.loads(bytes(_decode(outcomes["heap"], names).tolist()))
         report["allowed_children"] = {k: sorted(v) for k, v in _allowed_children().items()}
 
         items = [(EX, EX.step(step), code) for step, code, _ in ATTACKS.values()]
@@ -858,6 +936,15 @@ def test_no_reference_is_within_reach_of_an_answer(seen: dict[str, Any]) -> None
     found, reached = (int(x) for x in leaked.pop("_found"))
     assert reached > 50 and found > 0  # the probe saw the inputs (the lecture case's are true)
     assert leaked == {}  # every reference it could reach is an input it was given anyway
+
+
+def test_no_other_steps_gradient_is_left_in_an_answers_memory(seen: dict[str, Any]) -> None:
+    # An answer can read its own memory (numpy over a raw address): the runner's banks hold
+    # every step's upstream gradients, which in a true-upstream case are other steps'
+    # references; a tensor merely dropped leaves its bytes in freed memory.
+    found = seen["heap"]
+    assert any(k.startswith("given:") for k in found)  # the probe finds what it was given
+    assert [k for k in found if not k.startswith("given:")] == []
 
 
 def test_autograd_by_any_route_is_reported_or_refused_and_never_passes(

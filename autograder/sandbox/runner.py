@@ -99,14 +99,15 @@ gradients. Loaded once; every supervisor inherits them."""
 # tensors as bytes
 
 
-def _tensor(torch: Any, dtype: str, shape: list[int], blob: bytes) -> Any:
+def _tensor(torch: Any, dtype: str, shape: list[int], blob: bytearray) -> Any:
+    """A tensor over ``blob`` itself (no copy: wiping the tensor wipes the only copy)."""
     dt = getattr(torch, dtype)
     if not blob:  # frombuffer refuses an empty buffer
         return torch.empty(shape, dtype=dt)
-    return torch.frombuffer(bytearray(blob), dtype=dt).reshape(shape)
+    return torch.frombuffer(blob, dtype=dt).reshape(shape)
 
 
-def load_bank(torch: Any, header: dict[str, Any], blobs: list[bytes]) -> None:
+def load_bank(torch: Any, header: dict[str, Any], blobs: list[bytearray]) -> None:
     """Decode a bank frame: ``{"id", "cases": [{"name", "ints", "tensors": [[name, dtype,
     shape, kind]]}]}`` with one blob per tensor, ``kind`` being "graph" or "upstream"."""
     cases, at = [], 0
@@ -652,7 +653,7 @@ def _answer_process(
         setrlimit(resource.RLIMIT_NOFILE, (64, 64))
         if INSTALL_STEP_FILTER is not None:
             INSTALL_STEP_FILTER()
-        _forget_the_runner()
+        _forget_the_runner(cases)
         ANSWERING.watching = _watch_grad_mode(ANSWERING.is_grad_enabled, ALARM_FD)
         write_all, pack = wire.write_all, struct.pack
         for index, step in enumerate(steps):
@@ -712,11 +713,22 @@ def _watch_grad_mode(is_grad_enabled: Any, alarm_fd: int) -> Any:
     return lambda: getprofile() is hook
 
 
-def _forget_the_runner() -> None:
+def _forget_the_runner(own: list[dict[str, Any]]) -> None:
     """In a process about to run answers: drop what the runner and supervisor hold that the
     answers need not reach through ``sys.modules["__main__"]``: every bank (other steps'
-    inputs), the native calls (their ``ctypes`` objects), the filter installer."""
+    inputs), the native calls (their ``ctypes`` objects), the filter installer. The banks'
+    tensors these answers are not given (``own`` holds those they are) are zeroed first: a
+    tensor dropped leaves its bytes in freed memory, where an answer reading its own heap would
+    find other steps' upstream gradients (in the true-upstream cases, their references). Each
+    tensor is over the only copy of its bytes (see :func:`wire.receive`)."""
     global NATIVE, INSTALL_STEP_FILTER, NESTED
+    given = {id(t) for case in own for part in ("graph", "upstream") for t in case[part].values()}
+    for bank in BANKS.values():
+        for case in bank:
+            for part in ("graph", "upstream"):
+                for t in case[part].values():
+                    if id(t) not in given and hasattr(t, "zero_"):
+                        t.zero_()
     BANKS.clear()
     NATIVE = INSTALL_STEP_FILTER = NESTED = None
 

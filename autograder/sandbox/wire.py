@@ -68,9 +68,26 @@ def read_exact(fd: int, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def receive(fd: int, max_body: int) -> tuple[dict[str, Any], list[bytes]]:
+def read_into(fd: int, n: int) -> bytearray:
+    """Exactly ``n`` bytes from ``fd``, read straight into the buffer returned: no other copy of
+    them is left in this process's memory (the runner's banks: see :func:`receive`)."""
+    buf = bytearray(n)
+    view = memoryview(buf)
+    at = 0
+    while at < n:
+        got = os.readv(fd, [view[at : at + (1 << 20)]])
+        if not got:
+            raise EOFError("the stream ended inside a frame")
+        at += got
+    view.release()
+    return buf
+
+
+def receive(fd: int, max_body: int) -> tuple[dict[str, Any], list[bytearray]]:
     """Read one frame from ``fd``: (header, blobs). EOFError at the end of the stream,
-    :class:`WireError` for bytes that are no frame or exceed ``max_body``."""
+    :class:`WireError` for bytes that are no frame or exceed ``max_body``. Each blob is read
+    into its own buffer and is the only copy of its bytes here, so whoever keeps it (a tensor
+    over it) can wipe them."""
     magic, hlen, count, total = _PREFIX.unpack(read_exact(fd, _PREFIX.size))
     if magic != MAGIC or hlen > MAX_HEADER or count > 1 << 16 or total > max_body:
         raise WireError("not a frame, or a frame over the limits")
@@ -78,7 +95,7 @@ def receive(fd: int, max_body: int) -> tuple[dict[str, Any], list[bytes]]:
     lengths = [_LENGTH.unpack(read_exact(fd, 8))[0] for _ in range(count)]
     if sum(lengths) != total:
         raise WireError("blob lengths do not add up")
-    return header, [read_exact(fd, n) for n in lengths]
+    return header, [read_into(fd, n) for n in lengths]
 
 
 def _header(raw: bytes) -> dict[str, Any]:
