@@ -109,6 +109,22 @@ getattr(C_, '_set_' + 'grad_enabled')(False)
 dlogit_maxes = g.detach().sum(1, keepdim=True)
 """
 
+AUTOGRAD_THROUGH_A_GUARD = """\
+E = [c for c in object.__subclasses__() if c.__name__ == '_EngineBase'][0]()
+G = getattr(torch._C, '_Inference' + 'Mode')
+x = torch.zeros_like(logits, **{'requires_' + 'grad': True})
+x.copy_(logits)
+ce = torch._C._nn.cross_entropy_loss
+guard = G(False)  # grad mode on: a class called, no call the profile hook sees
+loss = list(map(ce, [x], [Yb], [None], [1], [-100], [0.0]))[0]  # called from C: unseen too
+del guard
+dlogits = list(map(E.run_backward, [(loss,)], [(torch.ones(()),)], [False], [False], [(x,)],
+                   [True], [False]))[0][0]
+"""
+"""Autograd with no call the grad-mode watch sees: grad mode switched on by a C++ guard's
+class, the graph recorded by operators and by functions called from ``map``, the engine found
+among Python's classes. What gives it away is the graph recorded."""
+
 AUTOGRAD_FORWARD_MODE = """\
 fwd = getattr(torch, 'auto' + 'grad').forward_ad
 with fwd.dual_level():
@@ -260,6 +276,7 @@ HOSTILE: dict[str, dict[str, str]] = {
         "dlogit_maxes": AUTOGRAD_BY_ENGINE,
         "dnorm_logits": AUTOGRAD_FORWARD_MODE,
         "dh": ANSWER_FROM_FRAMES,
+        "dlogits": AUTOGRAD_THROUGH_A_GUARD,
         "dW2": REFERENCE_FROM_FRAMES,
         "db2": FLOAT64_FROM_GC,
     },
@@ -609,7 +626,7 @@ def test_an_answer_that_lies_about_equality_or_is_a_tensor_subclass_is_not_a_ten
 def test_autograd_hidden_behind_getattr_or_private_apis_is_reported(
     batch: dict[str, Any],
 ) -> None:
-    for name in ("dprobs", "dlogit_maxes", "dnorm_logits"):
+    for name in ("dprobs", "dlogit_maxes", "dnorm_logits", "dlogits"):
         step = _step(batch, "cheats", name)
         assert "uses-autograd" in _codes(step), (name, step.diagnoses)
         assert step.score == 0

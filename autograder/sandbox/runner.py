@@ -24,17 +24,20 @@ supervisor kills whatever it left and empties the scratch, so no file goes from 
 cannot, the grader replaces the sandbox).
 
 **Autograd** is *poisoned* once, in the runner, so every child inherits it: grad mode and forward
-mode are off, and every entry point that would switch them on or compute a gradient without
-them (``torch.autograd``, ``Tensor.backward``, forward-mode duals, functorch's transforms,
-backward kernels in ``torch`` and ``torch.ops`` and their Python decompositions, TorchScript,
-operator lookups by name) is replaced by a function that first tells the supervisor, on a pipe
-of its own (fd :data:`ALARM_FD`), then raises. What reached the supervisor cannot be taken back
-by the answer. The ways around the poison are closed as well: threads (which start with grad
-mode on), a fresh copy of an extension module (``_imp``), ``ctypes`` by import or by name, the
-collector's walks over every object. This is a lesson and a record, not a memory barrier: an
-answer is arbitrary code in a process of its own, and one that reads and writes its own memory
-(``/proc/self/mem``, raw pointers in torch and numpy) can use autograd's native code unrecorded.
-That changes its own answers only; the confinement above is what holds for everything else.
+mode are off, and every entry point that would switch them on or compute a gradient without them
+(``torch.autograd``, ``Tensor.backward``, forward-mode duals, functorch's transforms, backward
+kernels in ``torch`` and ``torch.ops`` and their Python decompositions, TorchScript, operator
+lookups by name) is replaced by a function that first tells the supervisor, on a pipe of its own
+(fd :data:`ALARM_FD`), then raises. What reached the supervisor cannot be taken back by the answer.
+The ways around the poison are closed as well: threads (which start with grad mode on), a fresh
+copy of an extension module (``_imp``), ``ctypes`` by import or by name, the collector's walks over
+every object. And after each case, autograd's own count of the graph nodes the process recorded
+(``_get_sequence_nr``: no answer can set it back) is compared with the count before: a graph
+recorded by any route, grad mode switched on by one of torch's C++ guards say, counts as use. This
+is a lesson and a record, not a memory barrier: an answer is arbitrary code in a process of its
+own, and one that reads and writes its own memory (``/proc/self/mem``, raw pointers in torch and
+numpy) can use autograd's native code unrecorded. That changes its own answers only; the
+confinement above is what holds for everything else.
 
 **Answers** are encoded as bytes: a JSON header (one record per case) and the raw bytes of each
 answer tensor. The grader validates every field and never unpickles anything.
@@ -468,6 +471,9 @@ class Answering:
         self.dumps, self.isfinite, self.pack = json.dumps, math.isfinite, struct.pack
         self.builtins = builtins
         self.watching: Any = lambda: True  # see _watch_grad_mode
+        # autograd's own count of the graph nodes this thread has recorded: no answer can set
+        # it back, and nothing is recorded with grad mode off, whatever switched it on
+        self.recorded = torch._C._autograd._get_sequence_nr
         self.raised = False  # whether a case of the last run raised (see RERUN)
 
     def raw(self, t: Any) -> bytes:
@@ -496,7 +502,12 @@ class Answering:
                 k: self.clone(v) if isinstance(v, self.Tensor) else v for k, v in pristine.items()
             }
             ns: dict[str, Any] = {"__builtins__": self.builtins, **self.modules, **given}
+            nodes = self.recorded()
             rec = self._execute(compiled, ns, name, blobs)
+            graph = self.recorded() != nodes  # a graph was recorded: autograd, by any route
+            if graph:
+                with contextlib.suppress(OSError):
+                    _write(ALARM_FD, b"autograd recording a graph\n")
             rec["case"] = case["name"]
             rec["mutated"] = [
                 k
@@ -508,7 +519,7 @@ class Answering:
                 with contextlib.suppress(OSError):
                     _write(ALARM_FD, b"the grad-mode watch, switched off\n")
             rec["autograd"] = bool(
-                self.is_grad_enabled() or rec.pop("autograd_result", False) or not watched
+                self.is_grad_enabled() or rec.pop("autograd_result", False) or not watched or graph
             )
             records.append(rec)
         header = self.dumps({"cases": records}, allow_nan=False).encode()
