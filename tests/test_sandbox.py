@@ -1088,6 +1088,41 @@ def test_the_sandbox_filter_refuses_posix_message_queues() -> None:
     assert after == os.strerror(errno.EPERM)
 
 
+MOUNT_CALLS = r"""
+import ctypes, json, os, sys
+sys.path.insert(0, sys.argv[1])
+import seccomp
+libc = ctypes.CDLL(None, use_errno=True)
+numbers = {"open_tree": 428, "open_tree_attr": 467}  # one numbering on x86_64 and aarch64
+def attempt(name):  # a mount's O_PATH fd (needs no capability): open_tree(AT_FDCWD, "/", 0)
+    fd = libc.syscall(numbers[name], -100, b"/", 0, None, 0)
+    if fd >= 0:
+        os.close(fd)
+        return "ok"
+    return os.strerror(ctypes.get_errno())
+before = {n: attempt(n) for n in ("open_tree", "open_tree_attr")}
+seccomp.install(seccomp.SANDBOX)
+print(json.dumps([before, {n: attempt(n) for n in before}]))
+"""
+"""The calls that open a mount (``open_tree`` and its newer form ``open_tree_attr``), before and
+after the sandbox's filter."""
+
+
+def test_the_sandbox_filter_refuses_both_calls_that_open_a_mount() -> None:
+    if not seccomp.supported():
+        skip_or_fail("seccomp numbers are not known for this machine")
+    done = subprocess.run(
+        [sys.executable, "-c", MOUNT_CALLS, str(plan.SANDBOX_DIR)],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    before, after = json.loads(done.stdout)
+    assert before["open_tree"] == "ok"  # it works here: the filter is what refuses it
+    assert after == {
+        "open_tree": os.strerror(errno.EPERM),
+        "open_tree_attr": os.strerror(errno.EPERM),
+    }
+
+
 def test_the_wire_refuses_garbage_and_frames_over_the_cap() -> None:
     reader = wire.Reader(max_body=16)
     with pytest.raises(wire.WireError):

@@ -49,6 +49,7 @@ _X86_64 = {
     "lookup_dcookie": 212, "mq_open": 240, "mq_unlink": 241, "mq_timedsend": 242,
     "mq_timedreceive": 243, "mq_notify": 244, "mq_getsetattr": 245,
     "clone": 56, "clone3": 435, "fork": 57, "vfork": 58,
+    "statmount": 457, "listmount": 458, "open_tree_attr": 467,
 }  # fmt: skip
 _AARCH64 = {
     "execve": 221, "execveat": 281, "ptrace": 117, "process_vm_readv": 270,
@@ -66,6 +67,7 @@ _AARCH64 = {
     "lookup_dcookie": 18, "mq_open": 180, "mq_unlink": 181, "mq_timedsend": 182,
     "mq_timedreceive": 183, "mq_notify": 184, "mq_getsetattr": 185,
     "clone": 220, "clone3": 435,
+    "statmount": 457, "listmount": 458, "open_tree_attr": 467,
 }  # fmt: skip
 _MACHINES = {"x86_64": (0xC000003E, _X86_64), "aarch64": (0xC00000B7, _AARCH64)}
 
@@ -74,6 +76,7 @@ SANDBOX: tuple[str, ...] = (
     *("pidfd_getfd", "process_madvise", "perf_event_open", "bpf", "userfaultfd", "keyctl"),
     *("add_key", "request_key", "umount2", "pivot_root", "setns", "chroot"),
     *("open_tree", "move_mount", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr"),
+    *("open_tree_attr", "statmount", "listmount"),  # newer calls on mounts, as open_tree
     *("kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module"),
     *("reboot", "swapon", "swapoff", "acct", "quotactl", "syslog", "vhangup", "settimeofday"),
     *("clock_settime", "adjtimex", "clock_adjtime", "iopl", "ioperm", "lookup_dcookie"),
