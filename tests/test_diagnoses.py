@@ -292,3 +292,23 @@ def test_running_out_of_memory_says_so(grade: Grade) -> None:
     r = grade("dh", "big = torch.empty(2**40, dtype=torch.uint8)\ndh = dlogits @ W2.T")
     assert [d.code for d in r.diagnoses] == ["error"]
     assert "ran out of memory" in r.diagnoses[0].message
+
+
+@pytest.mark.parametrize(
+    ("code", "without"),
+    [
+        ("F.one_hot(Yb)", True),
+        ("F.one_hot(Yb, 27)", False),
+        ("F.one_hot(Yb, num_classes=27)", False),
+        ("x = F.one_hot(Yb[idx(1, 2)])", True),  # commas inside its argument are not a second
+        ("F.one_hot(t(a), n)", False),
+        ("a = (F.one_hot(Yb), F.one_hot(Yb, 27))", True),
+        ("a = F.one_hot(Yb, 27) + F.one_hot(Yb)", True),
+        ("F.one_hot(", False),  # never closed
+        ("dlogprobs = " + "one_hot(" * 6000 + "(" * 51_000, False),  # one pass, not 6000
+    ],
+)
+def test_a_one_hot_call_without_the_number_of_classes_is_found_in_one_pass(
+    code: str, without: bool
+) -> None:
+    assert one_hot_without_classes(code) is without

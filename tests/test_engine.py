@@ -16,6 +16,7 @@ from autograder.engine.grader import Grader, normalise, translate_line
 from autograder.exercises import DEFAULT
 from autograder.grading.results import dumps
 from autograder.grading.submission import (
+    MAX_ANSWER_CHARS,
     MAX_OLD_CELLS,
     SubmissionError,
     find_notebooks,
@@ -175,6 +176,19 @@ def test_links_and_special_files_in_a_class_folder_get_a_reason_and_are_never_fo
         assert subs[student].score == 0 and subs[student].steps == []
         assert "symbolic link" in (subs[student].error or ""), student
     assert subs["dan"].score == 0 and "not a regular file" in (subs["dan"].error or "")
+
+
+def test_an_answer_longer_than_any_answered_step_is_not_graded_and_says_why(
+    grader: Grader, tmp_path: Path
+) -> None:
+    step = EX.step("dh")
+    long = step.answer + "\n# " + "x" * (MAX_ANSWER_CHARS - len(step.answer) - 2)  # one over
+    assert len(long) == MAX_ANSWER_CHARS + 1
+    sub = grader.run([make_notebook(tmp_path / "long.ipynb", {"dh": long})]).submissions[0]
+    assert not sub.step("dh").passed and sub.score == 25
+    assert f"at most {MAX_ANSWER_CHARS:,}" in (sub.error or "")
+    sub = grader.run([make_notebook(tmp_path / "ok.ipynb", {"dh": long[:-1]})]).submissions[0]
+    assert sub.score == 26  # a long comment under the limit is graded as usual
 
 
 def test_an_old_format_notebook_is_converted_unless_it_has_more_cells_than_any_answer(

@@ -315,11 +315,28 @@ def size_literals(code: str) -> list[int]:
 
 def one_hot_without_classes(code: str) -> bool:
     """The code calls ``one_hot`` and never passes ``num_classes`` (neither by keyword nor as a
-    second argument). Checked loosely: any second argument counts as the number of classes."""
+    second argument). Checked loosely: any second argument counts as the number of classes.
+    One pass over the tokens (a cell of nested calls costs no more than any other)."""
     toks = tokens(code)
     names = [t.string for t in toks]
     if "one_hot" not in names or "num_classes" in names:
         return False
+    calls: list[list[int]] = []  # per one_hot call still open: [depth inside it, arguments > 1]
+    depth, previous = 0, ""
+    for name in names:
+        if name in ("(", "[", "{"):
+            depth += 1
+            if name == "(" and previous == "one_hot":
+                calls.append([depth, 0])
+        elif name in (")", "]", "}"):
+            if calls and calls[-1][0] == depth:
+                if not calls.pop()[1]:
+                    return True  # closed with one argument
+            depth -= 1
+        elif name == "," and calls and calls[-1][0] == depth:
+            calls[-1][1] = 1  # a second argument
+        previous = name
+    return False
     for i, t in enumerate(toks):
         if t.string != "one_hot" or i + 1 >= len(toks) or toks[i + 1].string != "(":
             continue

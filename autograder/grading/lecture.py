@@ -59,7 +59,7 @@ from .lecture_names import (
     learner_names,
 )
 from .plain import BUILTINS
-from .submission import MAX_CELL_CHARS, Submission
+from .submission import MAX_ANSWER_CHARS, MAX_CELL_CHARS, Submission
 
 MAIN = BACKPROP_NINJA
 """The exercise whose forward pass a lecture notebook holds (Exercise 1)."""
@@ -481,9 +481,11 @@ def _answer(ctx: Context, sub: Submission, step: Step, attempt: Attempt) -> None
             lines += [""] * (s.lineno - 1 - len(lines))  # keep the cell's own line numbers
         lines += segment(s, edits).split("\n")
     sub.answers[step.name] = "\n".join(lines).rstrip() + "\n"
-    if len(sub.answers[step.name]) > MAX_CELL_CHARS:
+    if len(sub.answers[step.name]) > MAX_ANSWER_CHARS:
         sub.answers[step.name] = STUB
-        sub.problems[step.name] = "the answer found is too long to be graded"
+        sub.problems[step.name] = (
+            f"the answer found is too long to be graded (at most {MAX_ANSWER_CHARS:,} characters)"
+        )
     sub.where[step.name] = lines_words(stmts)
 
 

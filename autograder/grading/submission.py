@@ -26,7 +26,13 @@ MAX_NOTEBOOK_BYTES = 50 * 2**20
 """A notebook larger than this is refused unread (a real one is well under 1 MB)."""
 
 MAX_CELL_CHARS = 100_000
-"""An answer cell longer than this is not run."""
+"""A cell longer than this is not read (the lecture's format: see :mod:`.lecture`)."""
+
+MAX_ANSWER_CHARS = 20_000
+"""An answer longer than this is not graded: an answered step is a few lines (a few hundred
+characters, a few thousand with comments), and the grader reads each answer's source several
+times (normalising it, checking it is plain, looking for autograd and for slips), in its own
+process; for Exercise 4 every cell goes into one training run."""
 
 METADATA_KEY = "backprop_ninja"
 """The notebook metadata the kit writes: ``{"exercise": "<assignment id>"}``."""
@@ -203,8 +209,11 @@ def extract_answers(nb: dict[str, Any], path: Path, exercise: Exercise | None = 
                 f"{len(cells)} cells carry the grade id '{step.name}' (a copied cell?); keep one "
                 "answer cell per step"
             )
-        elif len(cells[0][1]) > MAX_CELL_CHARS:
-            sub.problems[step.name] = "the answer cell is too long to be graded"
+        elif len(cells[0][1]) > MAX_ANSWER_CHARS:
+            sub.problems[step.name] = (
+                f"the answer cell is {len(cells[0][1]):,} characters, too long to be graded (at "
+                f"most {MAX_ANSWER_CHARS:,})"
+            )
         else:
             sub.answers[step.name] = cells[0][1]
             sub.where[step.name] = f"cell {cells[0][0]}"
