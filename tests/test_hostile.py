@@ -297,7 +297,7 @@ HOSTILE: dict[str, dict[str, str]] = {
             blobs=b"\0" * 4 * len(CASE_NAMES),
         ),
         "dcounts_sum_inv": forge("{'kind': ['tensor']}"),
-        "dcounts_sum": forge("{'kind': 'missing'}", extra=b" " + b"[" * 50_000),
+        "dcounts_sum": forge("{'kind': 'missing'}", extra=b" " + b"[" * 15_000),
     },
     "escapes": {"dlogprobs": ESCAPES},
     "drops-the-watch": {"dlogprobs": DROP_THE_WATCH},
