@@ -1076,14 +1076,21 @@ print(json.dumps([before, attempt()]))
 and after the sandbox's filter."""
 
 
-def test_the_sandbox_filter_refuses_posix_message_queues() -> None:
+def _before_and_after_the_filter(script: str) -> tuple[Any, Any]:
+    """What ``script`` printed: its attempts before and after it installed the sandbox's filter
+    (in a process of its own: a filter cannot be taken off)."""
     if not seccomp.supported():
         skip_or_fail("seccomp numbers are not known for this machine")
     done = subprocess.run(
-        [sys.executable, "-c", MQUEUE, str(plan.SANDBOX_DIR)],
+        [sys.executable, "-c", script, str(plan.SANDBOX_DIR)],
         capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
     before, after = json.loads(done.stdout)
+    return before, after
+
+
+def test_the_sandbox_filter_refuses_posix_message_queues() -> None:
+    before, after = _before_and_after_the_filter(MQUEUE)
     assert before == "ok"  # they work here: the filter is what refuses them
     assert after == os.strerror(errno.EPERM)
 
@@ -1109,13 +1116,7 @@ after the sandbox's filter."""
 
 
 def test_the_sandbox_filter_refuses_both_calls_that_open_a_mount() -> None:
-    if not seccomp.supported():
-        skip_or_fail("seccomp numbers are not known for this machine")
-    done = subprocess.run(
-        [sys.executable, "-c", MOUNT_CALLS, str(plan.SANDBOX_DIR)],
-        capture_output=True, text=True, timeout=60, check=True,
-    )  # fmt: skip
-    before, after = json.loads(done.stdout)
+    before, after = _before_and_after_the_filter(MOUNT_CALLS)
     assert before["open_tree"] == "ok"  # it works here: the filter is what refuses it
     assert after == {
         "open_tree": os.strerror(errno.EPERM),
