@@ -338,7 +338,9 @@ def _hidden_rebindings(node: ast.stmt, depth: int = 0) -> set[str]:
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 continue
             for stmt in body:
-                d, m, _ = analyse(stmt)
+                d: set[str] = set()
+                m: set[str] = set()
+                _statement(stmt, None, set(), d, m, set())
                 out |= d | m | _hidden_rebindings(stmt, depth + 1)
     return out
 

@@ -607,6 +607,7 @@ INSTALL_STEP_FILTER: Any = None
 """Installs :data:`seccomp.STEP` in the calling process (None without seccomp)."""
 
 ANSWERING: Any = None
+"""The :class:`Answering` every process that runs answers uses (made by the runner)."""
 
 RERUN = (1 << 64) - 1
 """In place of step ``i``'s result length, in a shared process: step ``i`` and the rest are to
@@ -617,7 +618,6 @@ the first step, or a step that raised nothing and left the watch in place. Other
 that raised, or after which the watch is gone, or one that crashed or ran out of time, see
 :func:`_run_group`) that step and the rest run again alone; a step that took the watch away
 keeps its own verdict (its cases count as autograd use), and the steps after it run alone."""
-"""The :class:`Answering` every process that runs answers uses (made by the runner)."""
 
 
 def _answer_process(

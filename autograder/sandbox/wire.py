@@ -57,27 +57,20 @@ def send(fd: int, header: dict[str, Any], blobs: list[bytes] | tuple[bytes, ...]
 
 def read_exact(fd: int, n: int) -> bytes:
     """Exactly ``n`` bytes from ``fd``; EOFError if the stream ends first."""
-    chunks: list[bytes] = []
-    left = n
-    while left:
-        chunk = os.read(fd, min(left, 1 << 20))
-        if not chunk:
-            raise EOFError("the stream ended inside a frame" if chunks or n != left else "closed")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
+    return bytes(read_into(fd, n))
 
 
 def read_into(fd: int, n: int) -> bytearray:
     """Exactly ``n`` bytes from ``fd``, read straight into the buffer returned: no other copy of
-    them is left in this process's memory (the runner's banks: see :func:`receive`)."""
+    them is left in this process's memory (the runner's banks: see :func:`receive`). EOFError
+    if the stream ends first ("closed" if it ended before any of them)."""
     buf = bytearray(n)
     view = memoryview(buf)
     at = 0
     while at < n:
         got = os.readv(fd, [view[at : at + (1 << 20)]])
         if not got:
-            raise EOFError("the stream ended inside a frame")
+            raise EOFError("the stream ended inside a frame" if at else "closed")
         at += got
     view.release()
     return buf
