@@ -53,7 +53,7 @@ def test_corpus_is_large_and_covers_every_step_and_code() -> None:
     expected = {a.expect for a in WRONG + NOTED}
     assert expected <= set(CODES)
     others = {"missing-cell", "not-implemented", "timeout", "not-a-tensor"}
-    others |= {"update-sign", "update-missing", "update-scale"}  # Exercise 4's (corpus_lecture)
+    others |= {"update-sign", "update-missing", "update-scale", "update-parameter"}  # Exercise 4's
     assert expected >= set(CODES) - others
     codes = {a.code for a in RIGHT if a.step == "dC"}
     assert any("for " in c and "+=" in c for c in codes)
@@ -132,7 +132,7 @@ def test_every_message_template_fills_in() -> None:
     }
     fields |= {"kind": "", "where": "", "hint": "", "dtype": "float64", "name": "", "var": ""}
     fields |= {"lines": "", "ups": "", "chain": "", "missing": "", "near": "", "limit": ""}
-    fields |= {"factor": "", "term": "", "failed": "", "verb": "", "them": ""}
+    fields |= {"factor": "", "term": "", "failed": "", "verb": "", "them": "", "parts": ""}
     for key, text in TEXT.items():
         assert "{" not in text.format(**fields), key
 

@@ -8,7 +8,7 @@ import torch
 
 from autograder.core.cases import build
 from autograder.core.model import lecture_graph, true_gradients
-from autograder.core.portable import autograd_training, evaluate
+from autograder.core.portable import autograd_training, evaluate, probe_update, split_training
 from autograder.exercises import DEFAULT, EXERCISES, ROOT
 from autograder.exercises.definition import Exercise, Line
 
@@ -103,13 +103,25 @@ def test_a_training_reference_is_the_loss_of_each_batch_and_training_changes_it(
     ex = EXERCISES["manual_training"]
     [update] = [s for s in ex.steps if s.kind == "training"]
     for case in build(ex, 3):
-        losses = case.reference(update)
         g = case.graph
         params = {k: g[k] for k in ex.parameters}
-        still = autograd_training(ex.pass_lines, params, g["Xbs"], g["Ybs"], 0.0)
-        assert losses.shape == still.shape == (g["Xbs"].shape[0],)
+        split = split_training(case.reference(update), params)
+        still_split = split_training(
+            autograd_training(ex.pass_lines, params, g["Xbs"], g["Ybs"], 0.0), params
+        )
+        assert split is not None and still_split is not None
+        (losses, probe), (still, unmoved) = split, still_split
+        assert losses.shape == still.shape == (g["Xbs"].shape[0] + 1,)  # and after the last
         assert float(losses[0]) == pytest.approx(float(still[0]))  # the same start ...
+        assert float(still[-1]) == pytest.approx(float(still[0]))  # (the last is on batch 0)
         assert float((losses - still).abs().max()) > 1e-2, case.name  # ... then it learns
+        before, steps = probe_update(params, g["lr"])
+        for k, v in params.items():  # the probe: one update of known values, each parameter
+            assert probe[k].shape == unmoved[k].shape == v.shape
+            assert not unmoved[k].any()  # lr 0: nothing moves
+            assert torch.equal(probe[k], steps[k])
+            assert 0.5 < float(steps[k].abs().max()) < 5, k
+            assert float(before[k].abs().max()) > 100 * float(steps[k].abs().max()) / 5, k
 
 
 def test_the_root_is_the_loss_and_every_exercise_ends_there() -> None:

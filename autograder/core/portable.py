@@ -337,6 +337,17 @@ TRAINING_STEPS = 12
 LEARNING_RATE = 0.1
 """The lecture's learning rate."""
 
+PROBE_SEED = 1_000_003
+"""The seed of the probe update's parameters and gradients (:func:`probe_update`)."""
+
+PROBE_PARAMETER = 100.0
+"""The probe's parameters are this times N(0, 1): large against the step, so that an update
+that also scales the parameters (weight decay) moves them visibly more than the step."""
+
+PROBE_GRADIENT = 5.0
+"""The probe's gradients are this times N(0, 1): with the lecture's learning rate one step
+is N(0, 0.5**2), about the size of the losses the outcome holds beside it."""
+
 
 PROGRAM_HEADER = "# a training run with the cells of the notebook"
 """The first line of every training program (:func:`training_program`)."""
@@ -350,22 +361,105 @@ def training_program(
     gradients: Sequence[str],
     result: str,
 ) -> str:
-    """The code of a training run built from a student's cells: per batch of ``Xbs``/``Ybs``,
-    the forward pass, each gradient answer in order, then the update cell; ``result`` holds the
-    loss before each update."""
-    body = [f"{var} = {expression}" for var, expression in lines]
-    body += ["_losses.append(float(loss))"]
-    body += list(answers)
-    body += [f"grads = [{', '.join(gradients)}]", update]
-    indented = "\n".join("    " + line for part in body for line in part.splitlines())
-    return (
-        f"{PROGRAM_HEADER}\nparameters = [{', '.join(parameters)}]\n"
-        "_losses = []\n"
-        "for _iteration in range(Xbs.shape[0]):\n"
-        "    Xb, Yb = Xbs[_iteration], Ybs[_iteration]\n"
-        f"{indented}\n"
-        f"{result} = torch.tensor(_losses)\n"
-    )
+    """The code of a training run built from a student's cells; ``result`` holds its outcome
+    (:func:`autograd_training` is the reference).
+
+    First the update cell runs once on the probe's known parameters and gradients
+    (:func:`probe_update`): every parameter must move by ``-lr * grad``, each on its own (an
+    update that is wrong for one parameter, ``b1`` say, whose true gradient is about 0, hardly
+    moves the losses). Then, from the real parameters and per batch of ``Xbs``/``Ybs``: the
+    forward pass, each gradient answer in order, and the update cell; after the last batch the
+    forward pass runs once more, on the first batch, so the last update is seen too. ``result``
+    is each loss (one per batch, then the last one), then how much the probe moved each
+    parameter, flattened, in the order of ``parameters`` (float64)."""
+    names, grads = ", ".join(parameters), ", ".join(gradients)
+    forward = [f"{var} = {expression}" for var, expression in lines]
+    probe = [
+        "# one update of known values first: each parameter's step is checked on its own",
+        f"_real = [{names}]",
+        f"_g = torch.Generator().manual_seed({PROBE_SEED})",
+        f"{names}, = [{PROBE_PARAMETER} * torch.randn(_p.shape, generator=_g) for _p in _real]",
+        f"{grads}, = [{PROBE_GRADIENT} * torch.randn(_p.shape, generator=_g) for _p in _real]",
+        f"_before = [_p.clone() for _p in [{names}]]",
+        f"parameters = [{names}]",
+        f"grads = [{grads}]",
+        update,
+        f"_probe = [(_a.double() - _b.double()).flatten() for _a, _b in zip([{names}], _before)]",
+        f"{names}, = _real",
+    ]
+    body = [*forward, "_losses.append(float(loss))", *answers, f"grads = [{grads}]", update]
+    loop = [
+        f"parameters = [{names}]",
+        "_losses = []",
+        "for _iteration in range(Xbs.shape[0]):",
+        "    Xb, Yb = Xbs[_iteration], Ybs[_iteration]",
+        "\n".join("    " + line for part in body for line in part.splitlines()),
+        "# the loss after the last update",
+        "Xb, Yb = Xbs[0], Ybs[0]",
+        *forward,
+        "_losses.append(float(loss))",
+        f"{result} = torch.cat([torch.tensor(_losses, dtype=torch.float64), *_probe])",
+    ]
+    return "\n".join([PROGRAM_HEADER, *probe, *loop]) + "\n"
+
+
+def probe_update(
+    params: Mapping[str, torch.Tensor], lr: float
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """The probe of :func:`training_program`: per parameter (in the order of ``params``) its
+    known value before the update, and the step ``-lr * grad`` it must move by (float64), for
+    parameters ~ :data:`PROBE_PARAMETER` N(0, 1) and gradients ~ :data:`PROBE_GRADIENT` N(0, 1)
+    of the parameters' shapes, drawn as the program draws them."""
+    g = torch.Generator().manual_seed(PROBE_SEED)
+    before = {k: PROBE_PARAMETER * torch.randn(v.shape, generator=g) for k, v in params.items()}
+    grads = {k: PROBE_GRADIENT * torch.randn(v.shape, generator=g) for k, v in params.items()}
+    return before, {k: -lr * grads[k].double() for k in params}
+
+
+def split_training(
+    result: torch.Tensor, params: Mapping[str, torch.Tensor]
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]] | None:
+    """A training run's outcome as its losses and how far the probe moved each parameter (in
+    the parameters' shapes); None if it is not of the reference's length."""
+    sizes = [v.numel() for v in params.values()]
+    steps = result.numel() - sum(sizes)
+    if result.dim() != 1 or steps < 0:
+        return None
+    losses, *parts = torch.split(result, [steps, *sizes])
+    return losses, {k: t.view(v.shape) for (k, v), t in zip(params.items(), parts, strict=True)}
+
+
+def wrong_updates(
+    result: torch.Tensor, params: Mapping[str, torch.Tensor], lr: float, tol: float
+) -> dict[str, str] | None:
+    """The probe parameters a training run's outcome moves wrongly, each with how: ``"none"``
+    (left as it was), ``"sign"`` (moved up its gradient), ``"size"`` (by another multiple of
+    the step ``-lr * grad``) or ``"other"``; None when the outcome is not of the run's length."""
+    split = split_training(result, params)
+    if split is None:
+        return None
+    _, steps = probe_update(params, lr)
+    wrong = {}
+    for k, moved in split[1].items():
+        if maxabs(as64(moved) - steps[k]) <= tol:
+            continue
+        c = fit_factor(moved, steps[k], tol)
+        if c is None:
+            wrong[k] = "other" if maxabs(as64(moved)) > tol else "none"
+        else:
+            wrong[k] = "none" if close(c, 0.0) else "sign" if c < 0 else "size"
+    return wrong
+
+
+def grouped_updates(wrong: Mapping[str, str], words: Mapping[str, str]) -> str:
+    """The parameters of :func:`wrong_updates` grouped by how they went wrong, each group led
+    by its words: ``words[how]`` for each ``how``."""
+    groups = [
+        f"{words[how]}: " + ", ".join(f"`{k}`" for k, h in wrong.items() if h == how)
+        for how in ("none", "sign", "size", "other")
+        if how in wrong.values()
+    ]
+    return "; ".join(groups)
 
 
 def autograd_training(
@@ -376,8 +470,9 @@ def autograd_training(
     lr: float,
     root: str = "loss",
 ) -> torch.Tensor:
-    """The losses of the same training run with autograd's gradients (float64): the loss before
-    each update ``p -= lr * p.grad``, one per batch."""
+    """The outcome of the same training run with autograd's gradients (float64): the loss
+    before each update ``p -= lr * p.grad``, one per batch, the loss after the last update (on
+    the first batch), then the probe's step of each parameter (:func:`probe_update`)."""
     p = {k: v.detach().double().clone() for k, v in params.items()}
     losses = []
     for Xb, Yb in zip(Xbs, Ybs, strict=True):
@@ -392,4 +487,8 @@ def autograd_training(
             k: v.grad if v.grad is not None else torch.zeros_like(v) for k, v in leaves.items()
         }
         p = {k: (leaves[k] - lr * grads[k]).detach() for k in p}
-    return torch.tensor(losses, dtype=torch.float64)
+    last = run_forward(lines, p, Xbs[0], Ybs[0])
+    losses.append(float(last[root]))
+    _, steps = probe_update(params, lr)
+    probe = [v.flatten() for v in steps.values()]
+    return torch.cat([torch.tensor(losses, dtype=torch.float64), *probe])

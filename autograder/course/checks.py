@@ -44,6 +44,7 @@ from ..core.portable import (
     evaluate,
     factor_name,
     fit_factor,
+    grouped_updates,
     init_params,
     maxabs,
     partial_vjp,
@@ -54,6 +55,7 @@ from ..core.portable import (
     training_program,
     transposed_match,
     wrong_rows,
+    wrong_updates,
 )
 
 # --- the notebook's part ---
@@ -329,7 +331,7 @@ class Checks:
         )
         with torch.no_grad():
             exec(compile(code, "<your cells>", "exec"), ns)
-        losses = ns[name]
+        losses = ns["_losses"]  # the loss before each update (the outcome holds the probe too)
         for i in range(0, steps, max(1, steps // 10)):
             print(f"{i:6d}/{steps}: loss {float(losses[i]):.4f}")
         print(f"{steps:6d}/{steps}: loss {float(losses[-1]):.4f}")
@@ -345,9 +347,9 @@ class Checks:
         t = outs[0].get("tensor")
         if self.spec["steps"][name]["kind"] == "training" and first["status"] == "values":
             print(
-                f"{name:15s} | training with your cells: losses within {first['maxdiff']:.3g} "
-                f"of training with autograd ({len(first['ref'])} iterations) | "
-                f"approximate: {first['passed']}"
+                f"{name:15s} | training with your cells: losses and one update within "
+                f"{first['maxdiff']:.3g} of autograd's ({self.spec['training']['steps']} "
+                f"iterations) | approximate: {first['passed']}"
             )
         elif first["status"] == "values":
             exact = bool(torch.equal(t, lecture["exact"][name])) if t is not None else False
@@ -577,6 +579,17 @@ class Checks:
                 )
             if matches:
                 return self.say(name, key)
+        for o, v in zip(outs, verdicts, strict=True):
+            t = o.get("tensor")
+            if v["passed"] or t is None:
+                continue
+            g = v["config"]["graph"]
+            params = {k: g[k] for k in self.spec["parameters"]}
+            wrong = wrong_updates(t, params, g["lr"], v["tol"])
+            if wrong:
+                words = {h: self.spec["messages"][f"training.part.{h}"] for h in wrong.values()}
+                parts = grouped_updates(wrong, words)
+                return self.say(name, "training.parameters", parts=parts)
         return self.say(name, "training.diverges")
 
     def _values(self, name: str, outs: list, verdicts: list) -> tuple[str, str]:

@@ -40,9 +40,11 @@ from ..core.portable import (
     PROGRAM_HEADER,
     as64,
     autograd_training,
+    grouped_updates,
     maxabs,
     shape_slip,
     transposed_match,
+    wrong_updates,
 )
 from ..exercises.definition import Exercise, Step
 from ..grading.answers import Answer
@@ -141,7 +143,9 @@ def diagnose(ev: Evidence) -> list[Diagnosis]:
         except Exception:  # pragma: no cover - a diagnosis must never stop the grading
             out.append(say(ex, step, "wrong-value"))
     first = ev.answers.get(ev.cases[0].name)
-    if first is not None and first.tensor is not None and first.tensor.dtype != torch.float32:
+    if first is None or first.tensor is None or step.kind == "training":
+        return out  # (a training run's outcome is float64 by the program, not by the student)
+    if first.tensor.dtype != torch.float32:
         out.append(
             say(ex, step, "dtype-mismatch", dtype=str(first.tensor.dtype).removeprefix("torch."))
         )
@@ -185,8 +189,9 @@ def _hard_coded(ev: Evidence) -> Diagnosis | None:
 
 def _training(ev: Evidence) -> Diagnosis:
     """A training run that does not track autograd's: an error, or an update that does nothing,
-    goes the wrong way or takes the wrong step (the losses of training with ``lr`` times 0, -1,
-    2 or 1/2 are tried), or else an update that is wrong some other way."""
+    goes the wrong way or takes the wrong step (the outcomes of training with ``lr`` times 0,
+    -1, 2 or 1/2 are tried), an update wrong for some parameters (named, from the probe update
+    of known values), or else an update that is wrong some other way."""
     ex, step = ev.exercise, ev.step
     for a in (ev.answers[c.name] for c in ev.cases if c.name in ev.answers):
         if a.kind in ("error", "not-implemented"):
@@ -204,6 +209,16 @@ def _training(ev: Evidence) -> Diagnosis:
             for c, v in zip(ev.cases, ev.verdicts, strict=True)
         ):
             return say(ex, step, key)
+    for c, v in zip(ev.cases, ev.verdicts, strict=True):
+        out = ev.answers.get(c.name)
+        if v.passed or out is None or out.tensor is None or v.tolerance is None:
+            continue
+        params = {k: c.graph[k] for k in ex.parameters}
+        wrong = wrong_updates(out.tensor, params, c.graph["lr"], v.tolerance)
+        if wrong:
+            words = {how: TEXT[f"training.part.{how}"] for how in set(wrong.values())}
+            parts = grouped_updates(wrong, words)
+            return say(ex, step, "training.parameters", parts=parts)
     return say(ex, step, "training.diverges")
 
 

@@ -18,7 +18,7 @@ CODES: tuple[str, ...] = (
     *("dtype-mismatch", "uses-autograd", "hard-coded-size", "upstream-shortcut"),
     *("ignores-upstream", "missing-branch", "in-place-mutation", "sign-flip", "wrong-scale"),
     *("transposed", "scatter-drops-duplicates", "wrong-value", "tampering"),
-    *("update-sign", "update-missing", "update-scale"),
+    *("update-sign", "update-missing", "update-scale", "update-parameter"),
 )
 """Every code :func:`diagnose` gives. They are stable: reports and courses key on them."""
 
@@ -152,6 +152,13 @@ TEXT: dict[str, str] = {
     "the learning rate times the gradient.",
     "training.scale": "`{name}` takes steps of the wrong size: subtract exactly `lr` times each "
     "gradient.",
+    "training.parameters": "`{name}` does not take the step `-lr * grad` for every parameter "
+    "(in one update from known values, {parts}): update each parameter with its own gradient, "
+    "once, in place.",
+    "training.part.none": "not updated",
+    "training.part.sign": "moved up the gradient",
+    "training.part.size": "a step of the wrong size",
+    "training.part.other": "moved by something other than `lr` times the gradient",
     "training.diverges": "Training with your cells gives other losses than training with "
     "autograd's gradients: check that each parameter is updated with its own gradient "
     "(`parameters` and `grads` in the same order), in place, once per iteration.",
@@ -167,6 +174,7 @@ ALIASES = {
     "training.no-update": "update-missing",
     "training.sign": "update-sign",
     "training.scale": "update-scale",
+    "training.parameters": "update-parameter",
     "training.diverges": "wrong-value",
     "one-hot": "hard-coded-size",
     "no-result": "error",
