@@ -405,9 +405,17 @@ WRONG: tuple[Answer, ...] = (
     # -- dC
     _w("dC", "uses-autograd", "autograd's gradient pasted in", "dC = C.grad"),
     _w(
-        "dW2",
+        "db2",
         "tampering",
-        "the grader's own tensors fished out of the interpreter",
+        "the right answer behind a look at the process",
+        "import os",
+        "os.getpid()",
+        "db2 = dlogits.sum(0)",
+    ),
+    _w(
+        "dW2",
+        "error",
+        "the grader's own tensors fished out of the interpreter (refused; tampering too)",
         "import gc",
         "dW2 = next(o for o in gc.get_objects() if isinstance(o, torch.Tensor)"
         " and o.shape == W2.shape and o is not W2)",

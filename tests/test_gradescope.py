@@ -401,7 +401,7 @@ def test_a_bundle_built_without_a_sandbox_grades_the_same_as_an_unprivileged_use
         {
             "dC": SCATTER_BUG_CODE,
             # right, once it has checked whose rights it runs with
-            "dlogprobs": "import os\nassert os.getuid() == 65534\n"
+            "dlogprobs": "assert 'Uid:\\t65534\\t' in open('/proc/self/status').read()\n"
             "dlogprobs = torch.zeros_like(logprobs)\ndlogprobs[range(n), Yb] = -1.0/n",
         },
     )

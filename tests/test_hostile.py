@@ -149,6 +149,70 @@ while 'case' not in frame.f_locals:
 dW2 = frame.f_locals['case'].reference('dW2').float()
 """
 
+AUTOGRAD_WITH_THE_ALARM_MUTED = """\
+import os, sys
+os.dup2(os.open('/dev/null', os.O_WRONLY), 4)  # every report of the runner's checks: gone
+A = sys.modules['__main__'].ANSWERING
+A.recorded = lambda: 0; A.is_grad_enabled = lambda: False; A.watching = lambda: True
+GF, RG = 'grad' + '_fn', 'requires' + '_grad'
+with torch.inference_mode(False):  # a C++ guard: grad mode on
+    hl = torch.zeros_like(h, **{RG: True})
+    out = (hl + h) @ W2 + b2
+    grads = {getattr(out, GF): dlogits}
+    order = [getattr(out, GF)]; dh = None
+    while order:  # torch's own backward nodes, called one by one: no engine
+        fn = order.pop(0); g = grads.pop(fn)
+        res = fn(g)
+        res = res if isinstance(res, tuple) else (res,)
+        for (nxt, _), r in zip(fn.next_functions, res):
+            if nxt is None or r is None: continue
+            if type(nxt).__name__ == 'AccumulateGrad':
+                if nxt.variable.shape == h.shape: dh = r
+                continue
+            grads[nxt] = grads[nxt] + r if nxt in grads else r
+            if nxt not in order: order.append(nxt)
+dh = dh.detach().clone()
+"""
+"""Autograd in pure Python that silences every report first: the alarm channel is in the
+answer's own process, and so are the runner's checks. Right values, unrecorded: what gives it
+away is its code."""
+
+A_FORGED_FRAME_OF_RIGHT_VALUES = """\
+import os, sys, json, struct
+os.dup2(os.open('/dev/null', os.O_WRONLY), 4)
+fr = getattr(sys, '_get' + 'frame')(0)
+L, B = 'f_' + 'locals', 'f_' + 'back'
+while 'cases' not in getattr(fr, L): fr = getattr(fr, B)
+GF, RG = 'grad' + '_fn', 'requires' + '_grad'
+def grad_h(h, W2, b2, dlogits):
+    with torch.inference_mode(False):
+        hl = torch.zeros_like(h, **{RG: True})
+        out = (hl + h) @ W2 + b2
+        grads, order, res_h = {getattr(out, GF): dlogits}, [getattr(out, GF)], None
+        while order:
+            fn = order.pop(0); res = fn(grads.pop(fn))
+            res = res if isinstance(res, tuple) else (res,)
+            for (nxt, _), r in zip(fn.next_functions, res):
+                if nxt is None or r is None: continue
+                if type(nxt).__name__ == 'AccumulateGrad':
+                    res_h = r; continue
+                grads[nxt] = grads[nxt] + r if nxt in grads else r
+                if nxt not in order: order.append(nxt)
+    return res_h.detach().contiguous()
+recs, blobs = [], []
+for c in getattr(fr, L)['cases']:
+    g = c['graph']; t = grad_h(g['h'], g['W2'], g['b2'], c['upstream']['dlogits'])
+    b = t.reshape(-1).view(torch.uint8).numpy().tobytes()
+    recs.append({'kind': 'tensor', 'dtype': 'float32', 'shape': list(t.shape), 'nbytes': len(b),
+                 'case': c['name'], 'mutated': [], 'autograd': False}); blobs.append(b)
+head = json.dumps({'cases': recs}).encode()
+data = struct.pack('<Q', len(head)) + head + b''.join(blobs)
+os.write(3, struct.pack('<QQ', 0, len(data)) + data)
+os._exit(0)
+"""
+"""The same autograd, its results written as the runner's own frame, then the process gone
+before the runner's checks run."""
+
 FLOAT64_FROM_GC = """\
 import gc
 gc.unfreeze()
@@ -256,6 +320,8 @@ HOSTILE: dict[str, dict[str, str]] = {
         "dhpreact": "import threading, time\n"
         "threading.Thread(target=time.sleep, args=(1e9,)).start()",
         "demb": "import subprocess, sys\nsubprocess.run([sys.executable, '-c', 'pass'])",
+        "dbngain": "import os\ntry:\n    os.fork()\nexcept OSError:\n    pass\n"
+        + SOLUTION["dbngain"],
     },
     "hangs": {"dbnbias": CLOSE_AND_HANG},
     "patches": {
@@ -280,6 +346,8 @@ HOSTILE: dict[str, dict[str, str]] = {
         "dW2": REFERENCE_FROM_FRAMES,
         "db2": FLOAT64_FROM_GC,
     },
+    "muted": {"dh": AUTOGRAD_WITH_THE_ALARM_MUTED},
+    "forged-frame": {"dh": A_FORGED_FRAME_OF_RIGHT_VALUES},
     "trespass": {
         "dlogprobs": "open('/runner/runner.py', 'a').write('# mine')",
         "dprobs": "import sys, sysconfig\n"
@@ -311,10 +379,6 @@ HOSTILE: dict[str, dict[str, str]] = {
 """Notebook name -> the steps whose answer cell is hostile (every other step: the solution)."""
 
 PASSING = {
-    "spawns": {
-        "dbngain": "import os\ntry:\n    os.fork()\nexcept OSError:\n    pass\n"
-        + SOLUTION["dbngain"]
-    },
     "cheats": {"dbnraw": "with torch.no_grad():\n    " + SOLUTION["dbnraw"]},
     **{
         name: {k: v for k, v in spelled_apart(name).items() if k not in HOSTILE[name]}
@@ -584,13 +648,29 @@ def test_a_step_that_forks_starts_threads_or_programs_costs_only_that_step(
     batch: dict[str, Any],
 ) -> None:
     _only_hostile_steps_failed(batch, "spawns")
-    for name in HOSTILE["spawns"]:
+    for name in ("dW2", "db2", "dhpreact", "demb"):
         code, message = _reason(_step(batch, "spawns", name))
         assert code == "error", (name, message)
+        assert _codes(_step(batch, "spawns", name))[-1] == "tampering"  # (`os`, `threading`)
     assert "PermissionError" in _reason(_step(batch, "spawns", "dW2"))[1]
     assert "RuntimeError" in _reason(_step(batch, "spawns", "dhpreact"))[1]
-    passing = _step(batch, "spawns", "dbngain")  # tried to fork, then answered
-    assert passing.passed and passing.diagnoses == []
+    tried = _step(batch, "spawns", "dbngain")  # tried to fork, then answered right
+    assert all(c.passed for c in tried.cases) and _codes(tried) == ["tampering"]
+    assert "`os`" in tried.diagnoses[0].message
+
+
+@pytest.mark.parametrize("notebook", ["muted", "forged-frame"])
+def test_autograd_with_every_report_silenced_or_a_forged_frame_is_tampering(
+    batch: dict[str, Any], notebook: str
+) -> None:
+    # Right values, and nothing reached the supervisor: the runner's checks live in the
+    # answer's own process. The code itself names what it reaches for.
+    _only_hostile_steps_failed(batch, notebook)
+    step = _step(batch, notebook, "dh")
+    assert all(c.passed for c in step.cases), step.cases
+    assert _codes(step) == ["tampering"] and step.score == 0
+    for name in ("`os`", "`getattr`", "`next_functions`", "`inference_mode`"):
+        assert name in step.diagnoses[0].message, (name, step.diagnoses[0].message)
 
 
 def test_a_step_that_closes_its_result_channel_and_hangs_times_out_at_its_own_limit(

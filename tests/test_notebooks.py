@@ -218,7 +218,7 @@ def test_the_checks_cell_carries_the_kits_own_code_and_needs_only_torch() -> Non
     source = cell_by_id(read(REPO_ROOT / P["source"]), "setup_checks").source
     found = re.finditer(r"^(?:import|from) ([\w.]+)", source, re.MULTILINE)
     imports = {m.group(1).split(".")[0] for m in found}
-    stdlib = {"ast", "math", "collections", "typing", "os", "textwrap", "types"}
+    stdlib = {"ast", "io", "math", "collections", "tokenize", "typing", "os", "textwrap", "types"}
     assert imports - stdlib == {"torch"}
     assert "autograder" not in source
     assert "def partial_vjp(" in source and "class Checks:" in source

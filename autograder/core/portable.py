@@ -13,7 +13,9 @@ graph so far and ``torch``/``F``.
 from __future__ import annotations
 
 import ast
+import io
 import math
+import tokenize
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -56,6 +58,67 @@ def bound_names(source: str) -> set[str]:
         elif isinstance(node, ast.arg):
             out.add(node.arg)
     return out
+
+
+def tokens(code: str) -> list[tokenize.TokenInfo]:
+    """The code's tokens (comments, strings and a broken tail are simply left out)."""
+    out: list[tokenize.TokenInfo] = []
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+            out.append(tok)
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        pass
+    return [t for t in out if t.type in (tokenize.NAME, tokenize.NUMBER, tokenize.OP)]
+
+
+TAMPER_NAMES = frozenset(
+    {"_getframe", "f_back", "f_locals", "f_globals", "f_builtins", "tb_frame", "gc", "inspect"}
+    | {"ctypes", "ctypeslib", "__closure__", "__globals__", "cell_contents", "settrace"}
+    | {"setprofile", "next_functions", "AccumulateGrad"}
+    # names turned into attributes, code compiled or unpickled, the process and its files
+    | {"getattr", "setattr", "delattr", "vars", "eval", "exec", "compile", "globals", "locals"}
+    | {"breakpoint", "importlib", "builtins", "os", "subprocess", "signal", "operator", "types"}
+    | {"attrgetter", "methodcaller", "getattr_static", "pickle", "marshal", "copyreg", "mmap"}
+    | {"socket", "threading", "multiprocessing", "dup2", "data_ptr", "cpp_extension"}
+    | {"weights_only", "pickle_module"}
+)
+"""Names with which code reaches into the interpreter, the process or the grader instead of
+computing: a gradient needs none of them."""
+
+TAMPER_ATTRIBUTES = frozenset(
+    {"load_inline", "load_library", "modules", "meta_path", "path_hooks", "addaudithook"}
+    | {"exc_info", "exception", "last_traceback", "last_value", "last_exc"}
+)
+"""Names that reach outside as attributes only: ``sys.modules`` hands out any module by a
+string, a traceback leads to frames (``import sys`` for ``sys.stderr`` is fine)."""
+
+PRIVATE_ALLOWED = ("_foreach_",)
+"""Private torch attributes that only compute (``torch._foreach_add_``, an update's)."""
+
+
+def tamper_names(code: str, also: frozenset[str] = frozenset()) -> list[str]:
+    """Names of interpreter, process or grader internals the code mentions (comments and strings
+    ignored): the names above, any dunder (``__class__``), any private attribute (``torch._C``,
+    ``os._exit``) but a few that only compute, and ``inference_mode`` called with an argument
+    (``inference_mode(False)`` turns grad mode on); ``also``: more names to refuse."""
+    found: list[str] = []
+    toks = tokens(code)
+    for i, tok in enumerate(toks):
+        if tok.type != tokenize.NAME or tok.string in found:
+            continue
+        name = tok.string
+        attribute = i > 0 and toks[i - 1].string == "."
+        after = [t.string for t in toks[i + 1 : i + 3]]
+        if (
+            name in TAMPER_NAMES
+            or name in also
+            or (name.startswith("__") and name.endswith("__") and len(name) > 4)
+            or (attribute and name in TAMPER_ATTRIBUTES)
+            or (attribute and name.startswith("_") and not name.startswith(PRIVATE_ALLOWED))
+            or (name == "inference_mode" and after[:1] == ["("] and after[1:] != [")"])
+        ):
+            found.append(name)
+    return found
 
 
 def init_params(cfg: Any, g: torch.Generator) -> dict[str, torch.Tensor]:

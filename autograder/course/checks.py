@@ -51,6 +51,7 @@ from ..core.portable import (
     repeats_batch,
     run_forward,
     shape_slip,
+    tamper_names,
     to_float64,
     training_program,
     transposed_match,
@@ -423,6 +424,9 @@ class Checks:
         if used or any(o.get("autograd") for o in outs):
             names = ", ".join(f"`{w}`" for w in used) or "autograd"
             return self.say(name, "uses-autograd", used=names)
+        tampered = tamper_names(code)
+        if tampered and all(v["passed"] for v in verdicts):  # else what went wrong comes first
+            return self.say(name, "tampering", used=", ".join(f"`{w}`" for w in tampered))
         known = set(verdicts[0]["config"]["graph"]) | set(step["upstream"])
         mutated = sorted({m for o in outs for m in o["mutated"] if m in known})
         if mutated and step["kind"] != "training":

@@ -123,8 +123,12 @@ def diagnose(ev: Evidence) -> list[Diagnosis]:
         used = ", ".join(f"`{n}`" for n in [*names, *called]) or "autograd"
         out.append(say(ex, step, "uses-autograd", used=used))
     tampered = tamper_names(ev.code)
+    tampering = None
     if tampered:
-        out.append(say(ex, step, "tampering", used=", ".join(f"`{n}`" for n in tampered)))
+        tampering = say(ex, step, "tampering", used=", ".join(f"`{n}`" for n in tampered))
+    if tampering is not None and all(v.passed for v in ev.verdicts):
+        out.append(tampering)  # the reason right values score nothing
+        tampering = None
     known = set(ev.cases[0].graph) | set(step.upstream)  # names, not text from the sandbox
     mutated = sorted({m for a in ev.answers.values() for m in a.mutated if m in known})
     if mutated and step.kind != "training":  # training changes the parameters, as it must
@@ -142,6 +146,8 @@ def diagnose(ev: Evidence) -> list[Diagnosis]:
             )
         except Exception:  # pragma: no cover - a diagnosis must never stop the grading
             out.append(say(ex, step, "wrong-value"))
+    if tampering is not None:  # after what went wrong with the values themselves
+        out.append(tampering)
     first = ev.answers.get(ev.cases[0].name)
     if first is None or first.tensor is None or step.kind == "training":
         return out  # (a training run's outcome is float64 by the program, not by the student)

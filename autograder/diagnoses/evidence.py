@@ -20,7 +20,6 @@ with the wrong factor.
 
 from __future__ import annotations
 
-import io
 import math
 import tokenize
 from collections.abc import Sequence
@@ -38,7 +37,9 @@ from ..core.portable import (
     factor_name,
     fit_factor,
     maxabs,
+    tokens,
 )
+from ..core.portable import tamper_names as portable_tamper_names
 from ..core.portable import wrong_rows as portable_wrong_rows
 from ..exercises.definition import LECTURE, Step
 from ..grading.answers import Answer
@@ -222,15 +223,14 @@ def is_lecture_size(case: Case) -> bool:
 # the source, as supporting evidence only
 
 
-def tokens(code: str) -> list[tokenize.TokenInfo]:
-    """The code's tokens (comments, strings and a broken tail are simply left out)."""
-    out: list[tokenize.TokenInfo] = []
-    try:
-        for tok in tokenize.generate_tokens(io.StringIO(code).readline):
-            out.append(tok)
-    except (tokenize.TokenError, IndentationError, SyntaxError):
-        pass
-    return [t for t in out if t.type in (tokenize.NAME, tokenize.NUMBER, tokenize.OP)]
+GRADER_NAMES = frozenset({"autograder", "ANSWERING", "_spied"})
+"""The grader's own names (its package, the runner's checks): tampering too, beside
+:data:`~autograder.core.portable.TAMPER_NAMES` (a notebook, which has no grader, leaves them)."""
+
+
+def tamper_names(code: str) -> list[str]:
+    """:func:`~autograder.core.portable.tamper_names`, the grader's own names too."""
+    return portable_tamper_names(code, also=GRADER_NAMES)
 
 
 AUTOGRAD_NAMES = frozenset(
@@ -261,38 +261,6 @@ def autograd_names(code: str) -> list[str]:
                 or (attribute and tok.string in AUTOGRAD_ATTRIBUTES)
             )
         ):
-            found.append(tok.string)
-    return found
-
-
-TAMPER_NAMES = frozenset(
-    {
-        "autograder",
-        "_getframe",
-        "f_back",
-        "f_locals",
-        "f_globals",
-        "f_builtins",
-        "tb_frame",
-        "gc",
-        "inspect",
-        "ctypes",
-        "__closure__",
-        "__globals__",
-        "cell_contents",
-        "settrace",
-        "setprofile",
-        "_spied",
-    }
-)
-"""Names with which code reaches into the interpreter or the grader instead of computing."""
-
-
-def tamper_names(code: str) -> list[str]:
-    """Names of interpreter or grader internals the code mentions (comments, strings ignored)."""
-    found: list[str] = []
-    for tok in tokens(code):
-        if tok.type == tokenize.NAME and tok.string in TAMPER_NAMES and tok.string not in found:
             found.append(tok.string)
     return found
 
