@@ -23,6 +23,7 @@ from autograder.integrations.gradescope import gradescope_json
 
 from .lecture_notebooks import LectureCase, code, exercise1, exercise2, setup
 from .notebooks import SCATTER_BUG_CODE, make_notebook
+from .unprivileged import require_unprivileged, run_json, shared_tmp
 
 
 def grade(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
@@ -174,3 +175,42 @@ def test_the_command_runs_as_a_program(tmp_path: Path) -> None:
     )
     assert r.returncode == 0, r.stderr
     assert "26/26" in r.stdout and "seed 2" in r.stdout
+
+
+def test_a_folder_the_grader_cannot_read_is_a_result_not_a_silence() -> None:
+    # Not root (root reads every folder): the notebooks of a folder it cannot list would be
+    # left out of the batch without a word; instead the folder itself gets a result.
+    require_unprivileged()
+    with shared_tmp() as folder:
+        for who in ("ada", "closed/bob"):
+            (folder / who).mkdir(parents=True)
+            make_notebook(folder / who / "backprop_ninja.ipynb").chmod(0o644)
+            (folder / who).chmod(0o755)
+        closed = folder / "closed"
+        if os.geteuid() == 0:
+            os.chown(closed, 0, 0)  # the child runs as nobody
+        closed.chmod(0)
+        try:
+            found = run_json(
+                "import json\nfrom pathlib import Path\n"
+                "from autograder.grading.submission import SubmissionError, find_notebooks\n"
+                "from autograder.grading.submission import read_notebook\n"
+                "out = []\n"
+                f"for p in find_notebooks([Path({str(folder)!r})]):\n"
+                "    try:\n"
+                "        read_notebook(p)\n"
+                "        out.append([str(p), None])\n"
+                "    except SubmissionError as e:\n"
+                "        out.append([str(p), str(e)])\n"
+                "print(json.dumps(out))\n"
+            )
+        finally:
+            closed.chmod(0o755)
+    assert found == [
+        [str(folder / "ada" / "backprop_ninja.ipynb"), None],
+        [
+            str(closed),
+            "cannot read this folder: Permission denied; the notebooks in it were not graded "
+            "(make it readable by the grader)",
+        ],
+    ]

@@ -87,6 +87,11 @@ def read_notebook(path: Path) -> dict[str, Any]:
                 "the file is a symbolic link, which is never followed: submit the notebook "
                 "file itself"
             ) from None
+        if os.path.isdir(path):
+            raise SubmissionError(
+                f"cannot read this folder: {e.strerror or e}; the notebooks in it were not "
+                "graded (make it readable by the grader)"
+            ) from None
         raise SubmissionError(f"cannot read the file: {e.strerror or e}") from None
     try:
         size = _regular_size(fd)
@@ -223,15 +228,12 @@ def extract_answers(nb: dict[str, Any], path: Path, exercise: Exercise | None = 
 def find_notebooks(paths: list[Path]) -> list[Path]:
     """Files as given; folders searched recursively for ``*.ipynb`` (checkpoints skipped; linked
     folders not walked, and a link or other non-file found is kept, so its result can say why
-    it was not read)."""
+    it was not read). A folder that cannot be read is kept too, so its result says so: the
+    notebooks in it would otherwise be missing from the batch without a word."""
     out: list[Path] = []
     for p in paths:
         if p.is_dir():
-            out += sorted(
-                q
-                for q in p.rglob("*.ipynb")  # links and FIFOs too: each gets a result saying so
-                if ".ipynb_checkpoints" not in q.parts and (q.is_symlink() or not q.is_dir())
-            )
+            out += sorted(_walk(p))
         else:
             out.append(p)
     seen: set[Path] = set()
@@ -241,6 +243,22 @@ def find_notebooks(paths: list[Path]) -> list[Path]:
             seen.add(p)
             unique.append(p)
     return unique
+
+
+def _walk(folder: Path) -> list[Path]:
+    """The ``*.ipynb`` entries under ``folder`` that are not folders themselves (links to
+    folders included: never followed), and every folder that could not be listed."""
+    found: list[Path] = []
+
+    def unreadable(e: OSError) -> None:
+        found.append(Path(e.filename) if e.filename else folder)
+
+    for top, dirs, files in os.walk(folder, onerror=unreadable):  # links are not followed
+        here = Path(top)
+        dirs[:] = [d for d in dirs if d != ".ipynb_checkpoints"]
+        found += [here / f for f in files if f.endswith(".ipynb")]
+        found += [here / d for d in dirs if d.endswith(".ipynb") and (here / d).is_symlink()]
+    return found
 
 
 def is_stub(code: str) -> bool:
