@@ -18,6 +18,7 @@ from autograder.cli import grade as grade_command
 from autograder.cli import main
 from autograder.cli.grade import batch_table, shard_of, step_table
 from autograder.engine.grader import Grader
+from autograder.exercises import EXERCISES
 from autograder.grading.results import RunResult
 from autograder.integrations.gradescope import gradescope_json
 
@@ -214,3 +215,27 @@ def test_a_folder_the_grader_cannot_read_is_a_result_not_a_silence() -> None:
             "(make it readable by the grader)",
         ],
     ]
+
+
+def test_an_assignment_grades_every_notebook_as_its_exercise_and_refuses_another(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ex = EXERCISES["cross_entropy_backward"]
+    folder = tmp_path / "class"
+    make_notebook(folder / "mine.ipynb", exercise=ex)
+    make_notebook(folder / "other.ipynb")  # Exercise 1's notebook, handed in by mistake
+    LectureCase("lecture", "", [*setup(), code(exercise1()), *exercise2()]).write(folder)
+    out = tmp_path / "results.json"
+    status, _, err = grade(capsys, folder, "--assignment", ex.id, "--json", out, "--seed", "4")
+    assert status == 0, err
+    subs = {Path(s["path"]).stem: s for s in json.loads(out.read_text())["submissions"]}
+    assert set(subs) == {"mine", "other", "lecture"}  # one result each: the lecture's Ex. 2
+    assert {s["exercise"] for s in subs.values()} == {ex.id}
+    assert subs["mine"]["score"] == subs["lecture"]["score"] == ex.total_points
+    assert subs["other"]["score"] == 0 and subs["other"]["max_score"] == ex.total_points
+    assert subs["other"]["error"].startswith("This notebook is Becoming a backprop ninja")
+    assert f"submit your {ex.id}.ipynb" in subs["other"]["error"]
+    with pytest.raises(SystemExit) as refused:
+        grade(capsys, folder, "--assignment", "nonsense")
+    assert refused.value.code == 2
+    assert "invalid choice: 'nonsense'" in capsys.readouterr().err

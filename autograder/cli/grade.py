@@ -204,7 +204,8 @@ def grade_command(args: argparse.Namespace) -> int:
             disable=len(paths) < 2,
         ) as bar:
             task = bar.add_task("grading", total=len(paths))
-            for results in grader.grade_notebooks(paths):  # a notebook's results at once: the
+            assignment = EXERCISES[args.assignment] if getattr(args, "assignment", None) else None
+            for results in grader.grade_notebooks(paths, assignment):  # a notebook's at once: the
                 run.submissions.extend(results)  # file never holds part of them (see --resume)
                 bar.advance(task)
                 if args.json and time.monotonic() - last_flush > JSON_FLUSH_SECONDS:

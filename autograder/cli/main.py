@@ -7,6 +7,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..exercises import EXERCISES
+
 
 def _parser() -> argparse.ArgumentParser:
     from .. import __version__
@@ -51,6 +53,13 @@ def _parser() -> argparse.ArgumentParser:
         default="auto",
         choices=["auto", "userns", "bwrap", "none"],
         help="how answers are confined (default auto; none accepts running them unconfined)",
+    )
+    g.add_argument(
+        "--assignment",
+        metavar="ID",
+        choices=list(EXERCISES),
+        help="grade every notebook as this exercise, refusing another exercise's notebook "
+        "(default: each notebook as the exercise it says it is, or answers)",
     )
     g.add_argument("--cache", type=Path, metavar="DIR", help="keep outcomes here for the next run")
     g.add_argument(

@@ -41,7 +41,7 @@ from ..exercises import DEFAULT, Exercise, Step
 from ..grading.answers import Answer, PayloadError, encode_bank, parse_payload
 from ..grading.cache import OutcomeCache
 from ..grading.compare import compare
-from ..grading.loading import load_submissions
+from ..grading.loading import load_assignment, load_submissions
 from ..grading.plain import is_plain
 from ..grading.results import CaseResult, RowReport, RunResult, StepResult, SubmissionResult
 from ..grading.submission import Submission, SubmissionError, is_stub
@@ -405,34 +405,44 @@ class Grader:
             format=sub.format,
         )
 
-    def grade_paths(self, paths: Iterable[Path]) -> Iterator[SubmissionResult]:
+    def grade_paths(
+        self, paths: Iterable[Path], assignment: Exercise | None = None
+    ) -> Iterator[SubmissionResult]:
         """Grade notebooks, yielding each submission's result as soon as its last step is done
         (not necessarily in input order); the results of one notebook come one after another
         (see :meth:`grade_notebooks`)."""
-        for results in self.grade_notebooks(paths):
+        for results in self.grade_notebooks(paths, assignment):
             yield from results
 
-    def grade_notebooks(self, paths: Iterable[Path]) -> Iterator[list[SubmissionResult]]:
+    def grade_notebooks(
+        self, paths: Iterable[Path], assignment: Exercise | None = None
+    ) -> Iterator[list[SubmissionResult]]:
         """Grade notebooks, yielding each notebook's results as soon as its last step is done
         (not necessarily in input order). A notebook in the lecture's format may hold several
         submissions (Exercise 1, then 2 and 3): they come in one list, in that order, so a
-        batch that keeps results as it goes never holds part of a notebook's. A file that
-        cannot be read yields a result with ``error`` set and no steps; nothing a submission
-        does stops the batch."""
+        batch that keeps results as it goes never holds part of a notebook's. With an
+        ``assignment``, each notebook gives that exercise's submission only, and a notebook of
+        another exercise is refused (:func:`~autograder.grading.loading.load_assignment`). A
+        file that cannot be read yields a result with ``error`` set and no steps; nothing a
+        submission does stops the batch."""
         subs: dict[int, tuple[Submission, list[Step]]] = {}
         siblings: dict[int, list[int]] = {}  # submission key -> the keys of its notebook
         for path in paths:
             try:
-                found = load_submissions(Path(path))
+                if assignment is not None:
+                    found = [load_assignment(Path(path), assignment)]
+                else:
+                    found = load_submissions(Path(path))
             except SubmissionError as e:
+                ex = assignment or DEFAULT
                 yield [
                     SubmissionResult(
                         path=str(path),
                         score=0.0,
-                        max_score=DEFAULT.total_points,
+                        max_score=ex.total_points,
                         error=str(e),
                         steps=[],
-                        exercise=DEFAULT.id,
+                        exercise=ex.id,
                     )
                 ]
                 continue
@@ -446,11 +456,10 @@ class Grader:
             if all(k in done for k in siblings[key]):
                 yield [done.pop(k) for k in siblings[key]]
 
-    def run(self, paths: Iterable[Path]) -> RunResult:
+    def run(self, paths: Iterable[Path], assignment: Exercise | None = None) -> RunResult:
         """Grade everything and return the run (submissions in completion order)."""
-        return RunResult(
-            seed=self.seed, submissions=list(self.grade_paths(paths)), version=__version__
-        )
+        found = list(self.grade_paths(paths, assignment))
+        return RunResult(seed=self.seed, submissions=found, version=__version__)
 
     def close(self) -> None:
         """Stop the sandboxes (also done when the Grader is garbage-collected)."""

@@ -8,10 +8,23 @@ and builds on it. This module sits above both and hands each notebook to the rig
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+from ..exercises.definition import Exercise
 from .lecture import read_lecture
 from .lecture_code import TooMuchCode
-from .submission import Submission, SubmissionError, exercise_of, extract_answers, read_notebook
+from .submission import (
+    METADATA_KEY,
+    Submission,
+    SubmissionError,
+    exercise_of,
+    extract_answers,
+    read_notebook,
+)
+
+
+class WrongExercise(SubmissionError):
+    """A notebook whose metadata names another exercise than the one being graded."""
 
 
 def load_submissions(path: Path) -> list[Submission]:
@@ -21,6 +34,29 @@ def load_submissions(path: Path) -> list[Submission]:
     :mod:`autograder.grading.lecture`). Raises SubmissionError if it is not a notebook, or is
     one whose structure the readers cannot follow (a hostile or corrupt file costs its own
     result, never the batch)."""
+    return _guarded(path)[1]
+
+
+def load_assignment(path: Path, ex: Exercise) -> Submission:
+    """The submission of exercise ``ex`` in the notebook at ``path``, for a class that hands in
+    one exercise: a kit notebook is read as ``ex``, a lecture notebook gives its answers to
+    ``ex``. Raises :class:`WrongExercise` for a kit notebook whose metadata names another
+    exercise (the student handed in another notebook), SubmissionError as
+    :func:`load_submissions` does."""
+    nb, subs = _guarded(path)
+    declared = exercise_of(nb)
+    meta = nb.get("metadata")
+    in_metadata = isinstance(meta, dict) and isinstance(meta.get(METADATA_KEY), dict)
+    if declared is not None and declared.id != ex.id and in_metadata:
+        raise WrongExercise(
+            f"This notebook is {declared.text.title} ({declared.id}), but this assignment is "
+            f"{ex.text.title} ({ex.id}): submit your {ex.id}.ipynb."
+        )
+    ours = [s for s in subs if s.exercise.id == ex.id]
+    return ours[0] if ours else extract_answers(nb, path, ex)
+
+
+def _guarded(path: Path) -> tuple[dict[str, Any], list[Submission]]:
     try:
         return _load_submissions(path)
     except SubmissionError:
@@ -32,7 +68,7 @@ def load_submissions(path: Path) -> list[Submission]:
         ) from None
 
 
-def _load_submissions(path: Path) -> list[Submission]:
+def _load_submissions(path: Path) -> tuple[dict[str, Any], list[Submission]]:
     nb = read_notebook(path)
     if exercise_of(nb) is None:
         try:
@@ -48,12 +84,12 @@ def _load_submissions(path: Path) -> list[Submission]:
                 "simplify its most deeply nested expressions"
             ) from None
         if found:
-            return found
+            return nb, found
         sub = extract_answers(nb, path)
         if not sub.answers:
             sub.error = UNRECOGNISED
-        return [sub]
-    return [extract_answers(nb, path)]
+        return nb, [sub]
+    return nb, [extract_answers(nb, path)]
 
 
 UNRECOGNISED = (

@@ -51,16 +51,12 @@ from typing import Any
 
 from .. import __version__
 from ..exercises import EXERCISES
-from ..grading.loading import load_submissions
+from ..grading.loading import WrongExercise, load_assignment, load_submissions
 from ..grading.results import RunResult, run_from_json, write_json
 from ..grading.submission import (
     MAX_NOTEBOOK_BYTES,
-    METADATA_KEY,
     Submission,
     SubmissionError,
-    exercise_of,
-    extract_answers,
-    read_notebook,
 )
 from .gradescope import failure_json, gradescope_json
 
@@ -324,27 +320,14 @@ def choose_submission(path: Path, assignment: str | None) -> tuple[Submission, s
     assignment's, else the first); with an assignment set, another exercise's notebook is
     refused."""
     try:
-        nb = read_notebook(path)
-        subs = load_submissions(path)
+        if assignment is not None:
+            sub = load_assignment(path, EXERCISES[assignment])
+        else:
+            sub = load_submissions(path)[0]
+    except WrongExercise as e:
+        return str(e)
     except SubmissionError as e:
         return f"Your notebook could not be read: {e}."
-    declared = exercise_of(nb)
-    meta = nb.get("metadata")
-    declared_in_metadata = isinstance(meta, dict) and isinstance(meta.get(METADATA_KEY), dict)
-    if assignment is not None:
-        ex = EXERCISES[assignment]
-        if declared is not None and declared.id != assignment and declared_in_metadata:
-            return (
-                f"This notebook is {declared.text.title} ({declared.id}), but this assignment "
-                f"is {ex.text.title} ({ex.id}): submit your {ex.id}.ipynb."
-            )
-        ours = [s for s in subs if s.exercise.id == assignment]
-        if ours:
-            sub = ours[0]
-        else:
-            sub = extract_answers(nb, path, ex)
-    else:
-        sub = subs[0]
     note = None
     if not sub.answers:
         note = (
