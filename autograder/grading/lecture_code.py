@@ -8,7 +8,7 @@ assignment ``a, b = x, y`` counts as one statement per name). For each one:
 
 - ``defs``: names bound afresh (``x = ...``, a ``for`` target, ``def``, ``import``);
 - ``mods``: names changed in place or built on (``x += ...``, ``x[i] = ...``, ``x.index_add_(...)``,
-  ``x = x + ...``);
+  ``np.add.at(x, ...)``, ``torch.matmul(a, b, out=x)``, ``x = x + ...``);
 - ``reads``: names read before the statement binds them (its free names).
 
 :func:`render` turns statements back into source with names rewritten (``w1`` -> ``W1``) by
@@ -407,13 +407,8 @@ def _statement(
             mods.add(name)
     elif isinstance(node, ast.Expr):
         reads |= loads(node.value, bound)
-        call = node.value
-        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute):
-            attr = call.func.attr
-            if attr.endswith("_") and not attr.startswith("_"):  # x.index_add_(...), x.zero_()
-                name = base_name(call.func.value)
-                if name is not None:
-                    mods.add(name)
+        if isinstance(node.value, ast.Call):
+            mods |= _changed_by_call(node.value)
     elif isinstance(node, ast.For | ast.AsyncFor):
         reads |= loads(node.iter, bound)
         inner = set(bound)
@@ -448,6 +443,29 @@ def _statement(
                 mods.add(name)
     else:
         reads |= loads(node, bound)
+
+
+def _changed_by_call(call: ast.Call) -> set[str]:
+    """The names a call statement fills in place: ``x.index_add_(...)``, ``x.zero_()`` (a
+    method ending in ``_``); the first argument of such a method called on the class
+    (``torch.Tensor.index_add_(x, ...)``) or of numpy's ``ufunc.at`` (``np.add.at(x, ...)``);
+    an ``out=x`` argument (``torch.matmul(a, b, out=x)``)."""
+    changed = {
+        k.value.id for k in call.keywords if k.arg == "out" and isinstance(k.value, ast.Name)
+    }
+    func = call.func
+    if not isinstance(func, ast.Attribute):
+        return changed
+    first = call.args[0] if call.args and isinstance(call.args[0], ast.Name) else None
+    in_place = func.attr.endswith("_") and not func.attr.startswith("_")
+    on_the_class = isinstance(func.value, ast.Attribute) and func.value.attr == "Tensor"
+    if in_place and not on_the_class:
+        name = base_name(func.value)
+        if name is not None:
+            changed.add(name)
+    if first is not None and ((in_place and on_the_class) or func.attr == "at"):
+        changed.add(first.id)
+    return changed
 
 
 def _block(

@@ -666,6 +666,28 @@ CASES: tuple[LectureCase, ...] = (
         exercises=(EX1.id,),
     ),
     LectureCase(
+        "changed_by_a_call",
+        "gradients filled in by a call that takes them as an argument: numpy's add.at, a "
+        "matmul with out=, an in-place method called on the class",
+        _cells(
+            setup(),
+            code(
+                exercise1(
+                    {
+                        "dC": "import numpy as np\n"
+                        "dC_np = np.zeros(tuple(C.shape), dtype=np.float32)\n"
+                        "np.add.at(dC_np, Xb.numpy(), demb.numpy())\n"
+                        "dC = torch.from_numpy(dC_np)",
+                        "dW1": "dW1 = torch.empty_like(W1)\n"
+                        "torch.matmul(embcat.T, dhprebn, out=dW1)",
+                        "db1": "db1 = torch.zeros_like(b1)\ntorch.Tensor.add_(db1, dhprebn.sum(0))",
+                    }
+                )
+            ),
+        ),
+        exercises=(EX1.id,),
+    ),
+    LectureCase(
         "read_as_python_runs_it",
         "code the reader must read as Python runs it, not line by line: a tuple assignment whose "
         "value reads a name it binds first (dh gets the old t, zeros), a contextlib.suppress "
