@@ -419,7 +419,10 @@ def _statement(
         defs |= loop
     elif isinstance(node, ast.While | ast.If):
         reads |= loads(node.test, bound)
-        _block([*node.body, *node.orelse], set(bound), defs, mods, reads)
+        branches = [*node.body, *node.orelse]
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Constant):
+            branches = node.body if node.test.value else node.orelse  # `if False:` never runs
+        _block(branches, set(bound), defs, mods, reads)
     elif isinstance(node, ast.With | ast.AsyncWith):
         for item in node.items:
             reads |= loads(item.context_expr, bound)

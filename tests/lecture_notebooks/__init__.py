@@ -668,7 +668,8 @@ CASES: tuple[LectureCase, ...] = (
     LectureCase(
         "changed_by_a_call",
         "gradients filled in by a call that takes them as an argument: numpy's add.at, a "
-        "matmul with out=, an in-place method called on the class",
+        "matmul with out=, an in-place method called on the class; and a wrong dh under "
+        "`if False:`, which never runs",
         _cells(
             setup(),
             code(
@@ -681,6 +682,7 @@ CASES: tuple[LectureCase, ...] = (
                         "dW1": "dW1 = torch.empty_like(W1)\n"
                         "torch.matmul(embcat.T, dhprebn, out=dW1)",
                         "db1": "db1 = torch.zeros_like(b1)\ntorch.Tensor.add_(db1, dhprebn.sum(0))",
+                        "dh": answer("dh") + "\nif False:\n    dh = 2 * dlogits @ W2.T",
                     }
                 )
             ),
