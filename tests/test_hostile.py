@@ -174,8 +174,8 @@ with torch.inference_mode(False):  # a C++ guard: grad mode on
 dh = dh.detach().clone()
 """
 """Autograd in pure Python that silences every report first: the alarm channel is in the
-answer's own process, and so are the runner's checks. Right values, unrecorded: what gives it
-away is its code."""
+answer's own process, and so are the runner's checks. It got right values unrecorded until the
+grad-mode watch switched grad mode off for real; its code gives it away as well."""
 
 A_FORGED_FRAME_OF_RIGHT_VALUES = """\
 import os, sys, json, struct
@@ -211,7 +211,15 @@ os.write(3, struct.pack('<QQ', 0, len(data)) + data)
 os._exit(0)
 """
 """The same autograd, its results written as the runner's own frame, then the process gone
-before the runner's checks run."""
+before the runner's checks run (it got full marks the same way)."""
+
+GRAD_MODE_ON_BY_A_GUARD = """\
+with torch.inference_mode(False):  # a C++ guard of torch's: grad mode on, no poisoned call
+    on = torch.is_grad_enabled()
+dh = dlogits @ W2.T * (2.0 if on else 1.0)
+"""
+"""Grad mode switched on by a guard, then looked at: the grad-mode watch has switched it off
+again by then (at the guard's own return), so the values come out right, and it is reported."""
 
 FLOAT64_FROM_GC = """\
 import gc
@@ -347,6 +355,7 @@ HOSTILE: dict[str, dict[str, str]] = {
         "db2": FLOAT64_FROM_GC,
     },
     "muted": {"dh": AUTOGRAD_WITH_THE_ALARM_MUTED},
+    "guard": {"dh": GRAD_MODE_ON_BY_A_GUARD},
     "forged-frame": {"dh": A_FORGED_FRAME_OF_RIGHT_VALUES},
     "trespass": {
         "dlogprobs": "open('/runner/runner.py', 'a').write('# mine')",
@@ -659,18 +668,28 @@ def test_a_step_that_forks_starts_threads_or_programs_costs_only_that_step(
     assert "`os`" in tried.diagnoses[0].message
 
 
+def test_grad_mode_switched_on_by_a_guard_is_switched_off_at_once_and_reported(
+    batch: dict[str, Any],
+) -> None:
+    _only_hostile_steps_failed(batch, "guard")
+    step = _step(batch, "guard", "dh")
+    assert all(c.passed for c in step.cases), step.cases  # grad mode was off when looked at
+    assert "uses-autograd" in _codes(step) and "tampering" in _codes(step)
+
+
 @pytest.mark.parametrize("notebook", ["muted", "forged-frame"])
 def test_autograd_with_every_report_silenced_or_a_forged_frame_is_tampering(
     batch: dict[str, Any], notebook: str
 ) -> None:
-    # Right values, and nothing reached the supervisor: the runner's checks live in the
-    # answer's own process. The code itself names what it reaches for.
+    # Nothing reached the supervisor (the runner's checks live in the answer's own process),
+    # but the grad-mode watch switched grad mode off inside the guard, so no graph was
+    # recorded and the walk over it fails; and the code names what it reaches for.
     _only_hostile_steps_failed(batch, notebook)
     step = _step(batch, notebook, "dh")
-    assert all(c.passed for c in step.cases), step.cases
-    assert _codes(step) == ["tampering"] and step.score == 0
+    assert not any(c.passed for c in step.cases), step.cases
+    assert _codes(step) == ["error", "tampering"] and step.score == 0
     for name in ("`os`", "`getattr`", "`next_functions`", "`inference_mode`"):
-        assert name in step.diagnoses[0].message, (name, step.diagnoses[0].message)
+        assert name in step.diagnoses[1].message, (name, step.diagnoses[1].message)
 
 
 def test_a_step_that_closes_its_result_channel_and_hangs_times_out_at_its_own_limit(

@@ -258,19 +258,22 @@ def _poison(torch: Any) -> None:
     make = _poisoner(ALARM_FD)
     C = torch._C
 
-    def switch(name: str) -> Any:  # turning a mode off is no use of autograd
+    def switch(name: str, original: Any) -> Any:  # turning a mode off is no use of autograd
         poisoned = make(name)
 
         def switched(mode: Any, *args: Any, **kwargs: Any) -> None:
             if mode:
                 poisoned()
+            original(False)  # off, really: the grad-mode watch switches it off with this
+            # (the original stays in this closure: reached, it switches grad mode on no more
+            # than torch's C++ guards do, and is caught as they are)
 
         return switched
 
     # grad mode and forward mode: off, and on only through a report
     C._set_fwd_grad_enabled(False)
     for attr in ("_set_grad_enabled", "_set_fwd_grad_enabled"):
-        _put(C, attr, switch(f"torch._C.{attr}"))
+        _put(C, attr, switch(f"torch._C.{attr}", getattr(C, attr)))
     for attr in ("_enter_dual_level", "_make_dual"):
         _put(C, attr, make(f"torch._C.{attr}"))
     for owner in (torch, C._VariableFunctions):
