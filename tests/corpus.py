@@ -483,6 +483,11 @@ RIGHT: tuple[Answer, ...] = (
         "dlogprobs = torch.zeros((n, vocab_size))",
         "dlogprobs[range(n), Yb] -= 1.0 / n",
     ),
+    _r(
+        "dlogprobs",
+        "dlogprobs = torch.zeros_like(logprobs)",
+        "dlogprobs[range(batch_size), Yb] = -1.0 / batch_size",
+    ),
     _r("dprobs", "dprobs = dlogprobs / probs"),
     _r("dh", "backward = dlogits @ W2.T  # a temporary's name, not autograd's", "dh = backward"),
     _r("dprobs", "dprobs = probs**-1 * dlogprobs"),
@@ -551,6 +556,7 @@ RIGHT: tuple[Answer, ...] = (
     _r("demb", "demb = dembcat.view(n, block_size, n_embd)"),
     _r("demb", "demb = dembcat.reshape(emb.shape)"),
     _r("demb", "demb = dembcat.view(-1, block_size, n_embd)"),
+    _r("demb", "demb = dembcat.view(batch_size, block_size, n_embd)  # the lecture's n"),
     _r(
         "dC",
         "dC = torch.zeros_like(C)",

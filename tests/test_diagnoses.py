@@ -20,6 +20,7 @@ from autograder.diagnoses.evidence import (
     autograd_names,
     one_hot_without_classes,
     size_literals,
+    tamper_names,
 )
 from autograder.diagnoses.messages import CODES, TEXT
 from autograder.engine.grader import Grader
@@ -279,9 +280,9 @@ def test_diagnose_is_empty_for_a_correct_step(grader: Grader) -> None:
 
 
 def test_a_name_that_is_not_a_gradient_is_named_and_a_near_miss_suggested(grade: Grade) -> None:
-    r = grade("dprobs", "dprobs = (1.0 / probs) * dlogprobs * batch_size / n")
+    r = grade("dprobs", "dprobs = (1.0 / probs) * dlogprobs * bs / n")
     message = r.diagnoses[0].message
-    assert "`batch_size` is not one of the names a step sees" in message
+    assert "`bs` is not one of the names a step sees" in message
     near = grade("dlogits", "dlogits = dnorm_logits.clone() + dlogits_maxes * 0").diagnoses[0]
     assert "Did you mean `dlogit_maxes`?" in near.message
     other = grade("dcounts", "dcounts = counts_sum_inv * dprobs + dnorm_logits")
@@ -312,3 +313,45 @@ def test_a_one_hot_call_without_the_number_of_classes_is_found_in_one_pass(
     code: str, without: bool
 ) -> None:
     assert one_hot_without_classes(code) is without
+
+
+REACHES = {
+    "full-width letters": "import ｏｓ, sys\nｏｓ.ｄｕｐ2(ｏｓ.open('/dev/null', 1), 4)",
+    "a formatter's fields": "import string\n"
+    "get = string.Formatter().get_field\nA = get('0.modules[__main__].ANSWERING', [sys], {})[0]",
+    "a name resolved": "import pkgutil\nga = pkgutil.resolve_name('builtins:get' + 'attr')",
+    "os under another name": "import posix\nposix.close(4)",
+    "imported from torch": "from torch.serialization import os\nos = os",
+    "a file descriptor opened": "open(4, 'wb').close()",
+    "a guard through an alias": "on = torch.inference_mode\nwith on(False):\n    pass",
+    "a guard with its flag": "with torch.inference_mode(mode=False):\n    pass",
+    "a stack frame": "import sys\nf = sys._getframe(1)",
+    "the runner": "import sys\nsys.modules['__main__']",
+    "a dunder": "x = dh.__class__",
+    "an interpreter": "import code\ncode.InteractiveInterpreter().runsource('x')",
+}
+"""Ways out of computing that an answer must name, each refused (several from attacks that
+got full marks with autograd before the names were read as Python reads them)."""
+
+HONEST = {
+    "a variable called types": "types = -dbndiff\ndbnvar = types",
+    "a variable called signal": "signal = 1.0 / probs\ndprobs = signal * dlogprobs",
+    "printing to stderr": "import sys\nprint(dh.shape, file=sys.stderr)",
+    "a type's name": "print(type(dh).__name__)",
+    "grad mode off": "with torch.inference_mode():\n    x = 1\n"
+    "with torch.inference_mode(True):\n    y = 1",
+    "imports that compute": "import numpy as np, math\nfrom torch import nn\n"
+    "import torch.nn.functional as F\nfrom collections import Counter",
+    "an update of the lecture's": "torch._foreach_add_(parameters, grads, alpha=-lr)",
+}
+"""Honest code near those names: none refused."""
+
+
+@pytest.mark.parametrize("code", REACHES.values(), ids=list(REACHES))
+def test_code_that_reaches_outside_computing_is_named(code: str) -> None:
+    assert tamper_names(code), code
+
+
+@pytest.mark.parametrize("code", HONEST.values(), ids=list(HONEST))
+def test_honest_code_near_those_names_is_not(code: str) -> None:
+    assert tamper_names(code) == [], code

@@ -400,7 +400,8 @@ def test_a_bundle_built_without_a_sandbox_grades_the_same_as_an_unprivileged_use
         tmp_path / "backprop_ninja.ipynb",
         {
             "dC": SCATTER_BUG_CODE,
-            # right, once it has checked whose rights it runs with
+            # right, once it has checked whose rights it runs with (which costs the step: an
+            # answer that opens a file is tampering, and said to be after right values only)
             "dlogprobs": "assert 'Uid:\\t65534\\t' in open('/proc/self/status').read()\n"
             "dlogprobs = torch.zeros_like(logprobs)\ndlogprobs[range(n), Yb] = -1.0/n",
         },
@@ -408,9 +409,11 @@ def test_a_bundle_built_without_a_sandbox_grades_the_same_as_an_unprivileged_use
     results, log = gradescope.grade({"backprop_ninja.ipynb": nb})
     assert "confinement: none (the bundle was built with --sandbox none)" in log
     assert "grader: uid 65534" in log
-    assert results["score"] == 25
+    assert results["score"] == 24
     dlogprobs = results["tests"][0]
-    assert dlogprobs["name"] == "dlogprobs" and dlogprobs["status"] == "passed", dlogprobs
+    assert dlogprobs["name"] == "dlogprobs" and dlogprobs["status"] == "failed", dlogprobs
+    assert "[tampering]" in dlogprobs["output"] and "`open`" in dlogprobs["output"], dlogprobs
+    assert "AssertionError" not in dlogprobs["output"], dlogprobs
 
 
 def test_a_grader_that_cannot_start_still_leaves_a_results_file(

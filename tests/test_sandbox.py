@@ -560,7 +560,7 @@ ORDINARY: dict[str, tuple[str, str]] = {
     ),
     "warns": (
         "dprobs",
-        "import warnings\nwarnings.warn('careful')\nf = open('/proc/self/status')\ndel f\n"
+        "import sys, warnings\nwarnings.warn('careful')\nprint('careful', file=sys.stderr)\n"
         "dprobs = (1.0 / probs) * dlogprobs",
     ),
     "no-grad-and-inference-mode": (

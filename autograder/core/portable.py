@@ -16,6 +16,7 @@ import ast
 import io
 import math
 import tokenize
+import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -61,64 +62,123 @@ def bound_names(source: str) -> set[str]:
 
 
 def tokens(code: str) -> list[tokenize.TokenInfo]:
-    """The code's tokens (comments, strings and a broken tail are simply left out)."""
+    """The code's tokens (comments, strings and a broken tail are simply left out), each name
+    as Python reads it: NFKC-normalised, so ``ｇｅｔａｔｔｒ`` is ``getattr``."""
     out: list[tokenize.TokenInfo] = []
     try:
         for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+            if tok.type == tokenize.NAME and not tok.string.isascii():
+                tok = tok._replace(string=unicodedata.normalize("NFKC", tok.string))
             out.append(tok)
     except (tokenize.TokenError, IndentationError, SyntaxError):
         pass
     return [t for t in out if t.type in (tokenize.NAME, tokenize.NUMBER, tokenize.OP)]
 
 
+TAMPER_BUILTINS = frozenset(
+    {"getattr", "setattr", "delattr", "vars", "eval", "exec", "compile", "globals", "locals"}
+    | {"breakpoint", "open"}
+)
+"""Built-in functions that turn strings into attributes or code, or open files (an answer's
+own channels among them): refused wherever they occur."""
+
 TAMPER_NAMES = frozenset(
     {"_getframe", "f_back", "f_locals", "f_globals", "f_builtins", "tb_frame", "gc", "inspect"}
     | {"ctypes", "ctypeslib", "__closure__", "__globals__", "cell_contents", "settrace"}
-    | {"setprofile", "next_functions", "AccumulateGrad"}
-    # names turned into attributes, code compiled or unpickled, the process and its files
-    | {"getattr", "setattr", "delattr", "vars", "eval", "exec", "compile", "globals", "locals"}
-    | {"breakpoint", "importlib", "builtins", "os", "subprocess", "signal", "operator", "types"}
+    | {"setprofile", "getprofile", "next_functions", "AccumulateGrad"}
+    # modules and functions that reach attributes by strings, run code, or the process itself
+    | {"importlib", "builtins", "os", "posix", "nt", "subprocess", "signal", "operator", "types"}
     | {"attrgetter", "methodcaller", "getattr_static", "pickle", "marshal", "copyreg", "mmap"}
     | {"socket", "threading", "multiprocessing", "dup2", "data_ptr", "cpp_extension"}
-    | {"weights_only", "pickle_module"}
+    | {"weights_only", "pickle_module", "string", "Formatter", "get_field", "pkgutil"}
+    | {"resolve_name", "pydoc", "unittest", "mock", "runpy", "code", "codeop", "sysconfig"}
 )
 """Names with which code reaches into the interpreter, the process or the grader instead of
-computing: a gradient needs none of them."""
+computing: a gradient needs none of them (a variable of the answer's own by one of these names
+is its own: ``types = ...``)."""
 
 TAMPER_ATTRIBUTES = frozenset(
     {"load_inline", "load_library", "modules", "meta_path", "path_hooks", "addaudithook"}
-    | {"exc_info", "exception", "last_traceback", "last_value", "last_exc"}
+    | {"exc_info", "exception", "last_traceback", "last_value", "last_exc", "locate"}
 )
 """Names that reach outside as attributes only: ``sys.modules`` hands out any module by a
 string, a traceback leads to frames (``import sys`` for ``sys.stderr`` is fine)."""
 
+DUNDERS_ALLOWED = frozenset({"__name__"})
+"""Dunders that reach nothing (``type(x).__name__`` in a debugging print)."""
+
 PRIVATE_ALLOWED = ("_foreach_",)
 """Private torch attributes that only compute (``torch._foreach_add_``, an update's)."""
+
+IMPORTS_ALLOWED = frozenset(
+    {"torch", "math", "cmath", "numpy", "einops", "itertools", "functools", "collections"}
+    | {"typing", "dataclasses", "random", "time", "warnings", "sys", "statistics", "numbers"}
+    | {"copy", "fractions", "decimal", "matplotlib", "pprint", "re", "json", "tqdm"}
+)
+"""The modules an answer may import: computing, printing and plotting. Any other import is
+refused: the standard library holds many ways to reach attributes by strings or run code."""
 
 
 def tamper_names(code: str, also: frozenset[str] = frozenset()) -> list[str]:
     """Names of interpreter, process or grader internals the code mentions (comments and strings
-    ignored): the names above, any dunder (``__class__``), any private attribute (``torch._C``,
-    ``os._exit``) but a few that only compute, and ``inference_mode`` called with an argument
-    (``inference_mode(False)`` turns grad mode on); ``also``: more names to refuse."""
+    ignored): :data:`TAMPER_BUILTINS`; the names of :data:`TAMPER_NAMES` (but one the code binds
+    itself by assignment, a variable called ``types`` say, is its own where no dot precedes it);
+    any dunder (``__class__``); any private attribute (``torch._C``, ``os._exit``) but a few
+    that only compute; ``inference_mode`` anywhere but in ``inference_mode()`` or
+    ``inference_mode(True)`` (``inference_mode(False)`` turns grad mode on); a module imported
+    that is not in :data:`IMPORTS_ALLOWED`, or a refused name imported from one that is;
+    ``also``: more names to refuse wherever they occur."""
     found: list[str] = []
     toks = tokens(code)
+    own = bound_names(code)
     for i, tok in enumerate(toks):
         if tok.type != tokenize.NAME or tok.string in found:
             continue
         name = tok.string
         attribute = i > 0 and toks[i - 1].string == "."
-        after = [t.string for t in toks[i + 1 : i + 3]]
+        call = [t.string for t in toks[i + 1 : i + 4]]
         if (
-            name in TAMPER_NAMES
+            name in TAMPER_BUILTINS
             or name in also
-            or (name.startswith("__") and name.endswith("__") and len(name) > 4)
+            or (name in TAMPER_NAMES and (attribute or name not in own))
+            or (name.startswith("__") and name.endswith("__") and name not in DUNDERS_ALLOWED)
             or (attribute and name in TAMPER_ATTRIBUTES)
-            or (attribute and name.startswith("_") and not name.startswith(PRIVATE_ALLOWED))
-            or (name == "inference_mode" and after[:1] == ["("] and after[1:] != [")"])
+            or (
+                attribute
+                and name.startswith("_")
+                and not name.startswith(PRIVATE_ALLOWED)
+                and name not in DUNDERS_ALLOWED
+            )
+            or (name == "inference_mode" and call[:2] != ["(", ")"] and call != ["(", "True", ")"])
         ):
             found.append(name)
+    for name in _imported(code):
+        if name not in found:
+            found.append(name)
     return found
+
+
+def _imported(code: str) -> list[str]:
+    """What the code imports that :func:`tamper_names` refuses: a module outside
+    :data:`IMPORTS_ALLOWED` (a relative import too), or a refused name from an allowed one
+    (``from torch.serialization import os``)."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    refused: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules = [a.name for a in node.names]
+            names: list[str] = []
+        elif isinstance(node, ast.ImportFrom):
+            modules = ["." * node.level + (node.module or "")]
+            names = [a.name for a in node.names]
+        else:
+            continue
+        refused += [m for m in modules if m.split(".")[0] not in IMPORTS_ALLOWED]
+        refused += [n for n in names if n in TAMPER_NAMES | TAMPER_BUILTINS or n.startswith("_")]
+    return refused
 
 
 def init_params(cfg: Any, g: torch.Generator) -> dict[str, torch.Tensor]:
@@ -154,10 +214,12 @@ def repeats_batch(
 
 
 def sizes_of(params: Mapping[str, torch.Tensor], Xb: torch.Tensor) -> dict[str, int]:
-    """The sizes a namespace holds, read from the tensors themselves."""
+    """The sizes a namespace holds, read from the tensors themselves; ``batch_size`` is ``n``
+    under the lecture's own name (its setup defines both, and learners use either)."""
     vocab_size, n_embd = params["C"].shape
     return {
         "n": int(Xb.shape[0]),
+        "batch_size": int(Xb.shape[0]),
         "vocab_size": int(vocab_size),
         "block_size": int(Xb.shape[1]),
         "n_embd": int(n_embd),

@@ -365,7 +365,9 @@ class Exercise:
 
     @property
     def provided(self) -> frozenset[str]:
-        """Names a step's namespace may hold: modules, sizes, data, parameters, variables and
-        the gradients other steps compute (some are its upstream)."""
+        """Names a step's namespace may hold: modules, sizes (``batch_size`` too, the lecture's
+        name of ``n``), data, parameters, variables and the gradients other steps compute (some
+        are its upstream)."""
         gradients = {s.name for s in self.steps} | {u for s in self.steps for u in s.upstream}
-        return frozenset({"torch", "F", *self.sizes, *self.data, *self.variables} | gradients)
+        names = {"torch", "F", *self.sizes, "batch_size", *self.data, *self.variables}
+        return frozenset(names | gradients)
