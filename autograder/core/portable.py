@@ -181,6 +181,25 @@ def _imported(code: str) -> list[str]:
     return refused
 
 
+def carries_over(code: str, name: str) -> bool:
+    """Whether ``code`` reads ``name`` before it binds it (``x += ...`` reads it), in source
+    order: it builds on whatever ``name`` held before it ran, which in a training loop is the
+    previous iteration's value."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    uses = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            if node.target.id == name:
+                uses.append((node.lineno, node.col_offset, True))
+        elif isinstance(node, ast.Name) and node.id == name:
+            uses.append((node.lineno, node.col_offset, isinstance(node.ctx, ast.Load)))
+    uses.sort(key=lambda u: (u[0], u[1]))
+    return bool(uses) and uses[0][2]
+
+
 def init_params(cfg: Any, g: torch.Generator) -> dict[str, torch.Tensor]:
     """Parameters as in the lecture, all drawn from ``g`` (bngain and bnbias too); ``cfg`` has
     the attributes ``vocab_size``, ``block_size``, ``n_embd`` and ``n_hidden``.

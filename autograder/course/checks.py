@@ -40,6 +40,7 @@ from ..core.portable import (
     autograd_training,
     bound_names,
     broadcast_shape,
+    carries_over,
     close,
     evaluate,
     factor_name,
@@ -427,6 +428,10 @@ class Checks:
         tampered = tamper_names(code)
         if tampered and all(v["passed"] for v in verdicts):  # else what went wrong comes first
             return self.say(name, "tampering", used=", ".join(f"`{w}`" for w in tampered))
+        passed = all(v["passed"] for v in verdicts)
+        if self.spec.get("training") and step["kind"] == "gradient" and passed:
+            if carries_over(code, name):  # its cell runs again every iteration of training
+                return self.say(name, "not-reset")
         known = set(verdicts[0]["config"]["graph"]) | set(step["upstream"])
         mutated = sorted({m for o in outs for m in o["mutated"] if m in known})
         if mutated and step["kind"] != "training":

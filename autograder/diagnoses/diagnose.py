@@ -40,6 +40,7 @@ from ..core.portable import (
     PROGRAM_HEADER,
     as64,
     autograd_training,
+    carries_over,
     grouped_updates,
     maxabs,
     shape_slip,
@@ -129,6 +130,10 @@ def diagnose(ev: Evidence) -> list[Diagnosis]:
     if tampering is not None and all(v.passed for v in ev.verdicts):
         out.append(tampering)  # the reason right values score nothing
         tampering = None
+    trains = any(s.kind == "training" for s in ex.steps)  # its cells run again and again
+    values = all(v.passed for v in ev.verdicts)
+    if trains and step.kind == "gradient" and values and carries_over(ev.code, step.name):
+        out.append(say(ex, step, "not-reset"))
     known = set(ev.cases[0].graph) | set(step.upstream)  # names, not text from the sandbox
     mutated = sorted({m for a in ev.answers.values() for m in a.mutated if m in known})
     if mutated and step.kind != "training":  # training changes the parameters, as it must

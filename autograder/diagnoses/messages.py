@@ -18,7 +18,7 @@ CODES: tuple[str, ...] = (
     *("dtype-mismatch", "uses-autograd", "hard-coded-size", "upstream-shortcut"),
     *("ignores-upstream", "missing-branch", "in-place-mutation", "sign-flip", "wrong-scale"),
     *("transposed", "scatter-drops-duplicates", "wrong-value", "tampering"),
-    *("update-sign", "update-missing", "update-scale", "update-parameter"),
+    *("update-sign", "update-missing", "update-scale", "update-parameter", "not-reset"),
 )
 """Every code :func:`diagnose` gives. They are stable: reports and courses key on them."""
 
@@ -142,6 +142,9 @@ TEXT: dict[str, str] = {
     "hundreds): there `exp` overflows to `inf`, or probabilities underflow to 0 and dividing by "
     "them gives `nan`. Subtract each row's maximum before exponentiating (as `F.softmax` "
     "does), which changes nothing mathematically, and do not divide by the probabilities.",
+    "not-reset": "`{name}` reads its own value from before the cell ran: in the training loop "
+    "that is the previous iteration's gradient, so it piles up. A gradient starts afresh (from "
+    "zeros, or from its first term) every time.",
     "training.error": "Training with your cells stopped with {kind}{detail}: run the cells "
     "above one by one to find the one that raises it.",
     "training.upstream": "Training with your cells cannot match training with autograd while "

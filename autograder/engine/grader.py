@@ -200,7 +200,7 @@ class Grader:
             memory_limit=f"{self.limits.memory_bytes / 2**30:g} GiB",
         )
         diagnoses = diagnose(ev)
-        blocking = {"uses-autograd", "tampering", "in-place-mutation"}
+        blocking = {"uses-autograd", "tampering", "in-place-mutation", "not-reset"}
         passed = (
             bool(found)
             and all(v.passed for v in verdicts)
