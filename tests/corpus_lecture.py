@@ -142,6 +142,10 @@ RIGHT: tuple[tuple[str, Answer], ...] = (
     _r(MT, "dbngain", "x = (hpreact - bnbias).div(bngain)",
        "dbngain = (x * dhpreact).sum(0, keepdim=True)"),
     _r(MT, "update", "for p, grad in zip(parameters, grads):", "    p.data -= lr * grad"),
+    _r(MT, "update", "for p, grad in zip(parameters, grads):", "    p.grad = None",
+       "    p.data += -lr * grad"),
+    _r(MT, "update", "with torch.set_grad_enabled(False):",
+       "    for p, grad in zip(parameters, grads):", "        p -= lr * grad"),
     _r(MT, "update", "for i in range(len(parameters)):",
        "    parameters[i].data.add_(grads[i], alpha=-lr)"),
 )  # fmt: skip

@@ -329,6 +329,10 @@ REACHES = {
     "the runner": "import sys\nsys.modules['__main__']",
     "a dunder": "x = dh.__class__",
     "an interpreter": "import code\ncode.InteractiveInterpreter().runsource('x')",
+    "annotations evaluated": "import typing\nx = typing.get_type_hints(K, {'torch': torch})",
+    "a dispatcher's annotations": "import functools\n@functools.singledispatch\ndef f(x): pass",
+    "a class made of strings": "K = type('K', (), {'x': 1})",
+    "a class pattern": "match obj:\n    case Pattern(value):\n        pass",
 }
 """Ways out of computing that an answer must name, each refused (several from attacks that
 got full marks with autograd before the names were read as Python reads them)."""
@@ -343,6 +347,10 @@ HONEST = {
     "imports that compute": "import numpy as np, math\nfrom torch import nn\n"
     "import torch.nn.functional as F\nfrom collections import Counter",
     "an update of the lecture's": "torch._foreach_add_(parameters, grads, alpha=-lr)",
+    "a class of one's own": "class Tanh:\n    def __init__(self, out):\n        self.out = out\n"
+    "    def __mul__(self, other):\n        return self.out * other",
+    "a literal pattern": "match block_size:\n    case 3:\n        k = 1",
+    "a type looked at": "print(type(dh), type(dh) is torch.Tensor)",
 }
 """Honest code near those names: none refused."""
 
@@ -355,3 +363,28 @@ def test_code_that_reaches_outside_computing_is_named(code: str) -> None:
 @pytest.mark.parametrize("code", HONEST.values(), ids=list(HONEST))
 def test_honest_code_near_those_names_is_not(code: str) -> None:
     assert tamper_names(code) == [], code
+
+
+AUTOGRAD_IN_NAME_ONLY = {
+    "gradients cleared, as the lecture's loop does": (
+        "for p in parameters:\n    p.grad = None",
+        "for p in parameters:\n    p.grad = 0",
+    ),
+    "grad mode off": (
+        "with torch.set_grad_enabled(False):\n    x = 1",
+        "with torch.set_grad_enabled(True):\n    x = 1",
+    ),
+    "a backward method of one's own": (
+        "class Tanh:\n    def backward(self, dout):\n        return dout\n"
+        "dhpreact = Tanh().backward(dh)",
+        "dhpreact = h.backward(dh)",
+    ),
+}
+"""Code with autograd's names that uses nothing of it, each with a control that does."""
+
+
+@pytest.mark.parametrize("pair", AUTOGRAD_IN_NAME_ONLY.values(), ids=list(AUTOGRAD_IN_NAME_ONLY))
+def test_autograd_in_name_only_is_not_autograd(pair: tuple[str, str]) -> None:
+    code, control = pair
+    assert autograd_names(code) == [] and tamper_names(code) == [], code
+    assert autograd_names(control), control

@@ -38,7 +38,8 @@ def test_every_model_answer_is_plain(exercise: str, name: str) -> None:
     "answer", RIGHT + NOTED, ids=[f"{a.step}-{i}" for i, a in enumerate(RIGHT + NOTED)]
 )
 def test_every_correct_spelling_of_the_corpus_is_plain(answer: Answer) -> None:
-    assert is_plain(answer.code), answer.code
+    # but a class of the answer's own (a micrograd-style layer): it runs in a process alone
+    assert is_plain(answer.code) != answer.code.startswith("class "), answer.code
 
 
 def test_every_slip_of_the_corpus_is_plain_unless_it_uses_autograd_or_tampers() -> None:

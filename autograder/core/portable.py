@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import io
 import math
+import re
 import tokenize
 import unicodedata
 from collections.abc import Mapping, Sequence
@@ -75,6 +76,27 @@ def tokens(code: str) -> list[tokenize.TokenInfo]:
     return [t for t in out if t.type in (tokenize.NAME, tokenize.NUMBER, tokenize.OP)]
 
 
+HARMLESS_AUTOGRAD = re.compile(r"\.grad\s*=\s*None\b|set_grad_enabled\(\s*False\s*\)")
+"""Autograd's names in code that uses nothing of it: ``p.grad = None`` (the lecture's own
+training loop clears gradients so) and ``torch.set_grad_enabled(False)`` (grad mode off)."""
+
+
+def without_harmless_autograd(code: str) -> str:
+    """``code`` with :data:`HARMLESS_AUTOGRAD` blanked out, for the autograd name checks."""
+    return HARMLESS_AUTOGRAD.sub(lambda m: " " * len(m.group()), code)
+
+
+def own_functions(code: str) -> set[str]:
+    """The functions and methods the code defines itself: ``Tanh(h).backward(dh)`` calls the
+    code's own ``backward``, not autograd's (autograd's own is poisoned at run time anyway)."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef)
+    return {node.name for node in ast.walk(tree) if isinstance(node, kinds)}
+
+
 TAMPER_BUILTINS = frozenset(
     {"getattr", "setattr", "delattr", "vars", "eval", "exec", "compile", "globals", "locals"}
     | {"breakpoint", "open"}
@@ -92,6 +114,7 @@ TAMPER_NAMES = frozenset(
     | {"socket", "threading", "multiprocessing", "dup2", "data_ptr", "cpp_extension"}
     | {"weights_only", "pickle_module", "string", "Formatter", "get_field", "pkgutil"}
     | {"resolve_name", "pydoc", "unittest", "mock", "runpy", "code", "codeop", "sysconfig"}
+    | {"get_type_hints", "singledispatch", "singledispatchmethod", "ForwardRef"}
 )
 """Names with which code reaches into the interpreter, the process or the grader instead of
 computing: a gradient needs none of them (a variable of the answer's own by one of these names
@@ -100,12 +123,19 @@ is its own: ``types = ...``)."""
 TAMPER_ATTRIBUTES = frozenset(
     {"load_inline", "load_library", "modules", "meta_path", "path_hooks", "addaudithook"}
     | {"exc_info", "exception", "last_traceback", "last_value", "last_exc", "locate"}
+    | {"register"}
 )
 """Names that reach outside as attributes only: ``sys.modules`` hands out any module by a
 string, a traceback leads to frames (``import sys`` for ``sys.stderr`` is fine)."""
 
-DUNDERS_ALLOWED = frozenset({"__name__"})
-"""Dunders that reach nothing (``type(x).__name__`` in a debugging print)."""
+DUNDERS_ALLOWED = frozenset(
+    {"__name__", "__init__", "__call__", "__repr__", "__str__", "__len__", "__iter__"}
+    | {"__next__", "__getitem__", "__setitem__", "__contains__", "__neg__", "__pos__", "__abs__"}
+    | {f"__{r}{op}__" for r in ("", "r", "i") for op in ("add", "sub", "mul", "truediv")}
+    | {f"__{r}{op}__" for r in ("", "r", "i") for op in ("matmul", "pow")}
+)
+"""Dunders that reach nothing: ``type(x).__name__`` in a debugging print, and those a class of
+the answer's own defines (``__init__``, arithmetic: a micrograd-style ``Value``)."""
 
 PRIVATE_ALLOWED = ("_foreach_",)
 """Private torch attributes that only compute (``torch._foreach_add_``, an update's)."""
@@ -150,6 +180,7 @@ def tamper_names(code: str, also: frozenset[str] = frozenset()) -> list[str]:
                 and name not in DUNDERS_ALLOWED
             )
             or (name == "inference_mode" and call[:2] != ["(", ")"] and call != ["(", "True", ")"])
+            or (name == "type" and _arguments(toks, i + 1) >= 3)
         ):
             found.append(name)
     for name in _imported(code):
@@ -178,7 +209,27 @@ def _imported(code: str) -> list[str]:
             continue
         refused += [m for m in modules if m.split(".")[0] not in IMPORTS_ALLOWED]
         refused += [n for n in names if n in TAMPER_NAMES | TAMPER_BUILTINS or n.startswith("_")]
+    if any(isinstance(node, ast.MatchClass) for node in ast.walk(tree)):
+        refused.append("match")  # a class pattern reads the attributes its class names
     return refused
+
+
+def _arguments(toks: list[tokenize.TokenInfo], i: int) -> int:
+    """How many arguments the call whose ``(`` is at ``i`` has (0 if there is no call): three
+    make ``type(name, bases, namespace)`` a class with attributes named by strings."""
+    if i + 1 >= len(toks) or toks[i].string != "(" or toks[i + 1].string == ")":
+        return 0
+    depth, count = 0, 1
+    for tok in toks[i:]:
+        if tok.string in ("(", "[", "{"):
+            depth += 1
+        elif tok.string in (")", "]", "}"):
+            depth -= 1
+            if depth == 0:
+                break
+        elif tok.string == "," and depth == 1:
+            count += 1
+    return count
 
 
 def carries_over(code: str, name: str) -> bool:

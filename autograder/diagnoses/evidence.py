@@ -37,7 +37,9 @@ from ..core.portable import (
     factor_name,
     fit_factor,
     maxabs,
+    own_functions,
     tokens,
+    without_harmless_autograd,
 )
 from ..core.portable import tamper_names as portable_tamper_names
 from ..core.portable import wrong_rows as portable_wrong_rows
@@ -247,15 +249,17 @@ AUTOGRAD_ATTRIBUTES = frozenset({"grad", "vjp", "jacrev", "jacobian", "func"})
 def autograd_names(code: str) -> list[str]:
     """Names of autograd machinery the code mentions (comments and strings ignored); a name the
     code binds itself is its own variable (a temporary called ``backward``), not autograd's,
-    except after a dot."""
+    except after a dot, where only a method the code defines itself is its own; ``p.grad =
+    None`` and ``set_grad_enabled(False)`` use nothing of autograd."""
     found: list[str] = []
-    own = bound_names(code)
-    toks = tokens(code)
+    own, methods = bound_names(code), own_functions(code)
+    toks = tokens(without_harmless_autograd(code))
     for i, tok in enumerate(toks):
         attribute = i > 0 and toks[i - 1].string == "."
         if (
             tok.type == tokenize.NAME
             and tok.string not in found
+            and not (attribute and tok.string in methods)
             and (
                 (tok.string in AUTOGRAD_NAMES and (attribute or tok.string not in own))
                 or (attribute and tok.string in AUTOGRAD_ATTRIBUTES)

@@ -254,7 +254,9 @@ def _poison(torch: Any) -> None:
     ever recorded without a report and backward has nothing to run. Forward mode is switched off
     too, and its dual levels poisoned. What computes a gradient without a graph is poisoned as
     well: backward kernels (``torch.*_backward``, ``torch.ops.aten.*_backward``, their Python
-    decompositions), functorch's transforms, TorchScript (native ``autograd.grad``)."""
+    decompositions; not those of ``torch._C._VariableFunctions``, a C type that keeps its
+    attributes, which only a private name reaches), functorch's transforms, TorchScript
+    (native ``autograd.grad``)."""
     make = _poisoner(ALARM_FD)
     C = torch._C
 
