@@ -329,6 +329,7 @@ REACHES = {
     "the runner": "import sys\nsys.modules['__main__']",
     "a dunder": "x = dh.__class__",
     "an interpreter": "import code\ncode.InteractiveInterpreter().runsource('x')",
+    "IPython itself": "import IPython.display\nIPython.utils",
     "annotations evaluated": "import typing\nx = typing.get_type_hints(K, {'torch': torch})",
     "a dispatcher's annotations": "import functools\n@functools.singledispatch\ndef f(x): pass",
     "a class made of strings": "K = type('K', (), {'x': 1})",
@@ -351,6 +352,7 @@ HONEST = {
     "    def __mul__(self, other):\n        return self.out * other",
     "a literal pattern": "match block_size:\n    case 3:\n        k = 1",
     "a type looked at": "print(type(dh), type(dh) is torch.Tensor)",
+    "a display": "from IPython.display import display\ndisplay(dh[:3])",
 }
 """Honest code near those names: none refused."""
 
@@ -373,6 +375,15 @@ AUTOGRAD_IN_NAME_ONLY = {
     "grad mode off": (
         "with torch.set_grad_enabled(False):\n    x = 1",
         "with torch.set_grad_enabled(True):\n    x = 1",
+    ),
+    "requires_grad looked at": (
+        "print(counts.requires_grad, counts.requires_grad == False)",
+        "counts.requires_grad = True",
+    ),
+    "a grad of one's own, micrograd style": (
+        "class Linear:\n    def __init__(self, w):\n        self.w = w\n        self.grad = None\n"
+        "    def back(self, dout):\n        self.grad = dout @ self.w.T\n        return self.grad",
+        "class Linear:\n    def back(self, dout):\n        return self.grad",
     ),
     "a backward method of one's own": (
         "class Tanh:\n    def backward(self, dout):\n        return dout\n"

@@ -76,14 +76,25 @@ def tokens(code: str) -> list[tokenize.TokenInfo]:
     return [t for t in out if t.type in (tokenize.NAME, tokenize.NUMBER, tokenize.OP)]
 
 
-HARMLESS_AUTOGRAD = re.compile(r"\.grad\s*=\s*None\b|set_grad_enabled\(\s*False\s*\)")
+HARMLESS_AUTOGRAD = re.compile(
+    r"\.grad\s*=\s*None\b|set_grad_enabled\(\s*False\s*\)|\.requires_grad\b(?!\s*=[^=])"
+)
 """Autograd's names in code that uses nothing of it: ``p.grad = None`` (the lecture's own
-training loop clears gradients so) and ``torch.set_grad_enabled(False)`` (grad mode off)."""
+training loop clears gradients so), ``torch.set_grad_enabled(False)`` (grad mode off), and
+``x.requires_grad`` read (``print(counts.requires_grad)``), not set."""
+
+_SELF_ATTRIBUTE = r"\bself\.({})\b"
 
 
 def without_harmless_autograd(code: str) -> str:
-    """``code`` with :data:`HARMLESS_AUTOGRAD` blanked out, for the autograd name checks."""
-    return HARMLESS_AUTOGRAD.sub(lambda m: " " * len(m.group()), code)
+    """``code`` with :data:`HARMLESS_AUTOGRAD` blanked out, for the autograd name checks, and
+    ``self.grad`` / ``self.func`` where the code sets them itself (a class of its own, micrograd
+    style, keeps a ``grad`` of its own)."""
+    code = HARMLESS_AUTOGRAD.sub(lambda m: " " * len(m.group()), code)
+    own = [a for a in ("grad", "func") if re.search(rf"\bself\.{a}\s*=[^=]", code)]
+    if own:
+        code = re.sub(_SELF_ATTRIBUTE.format("|".join(own)), lambda m: " " * len(m.group()), code)
+    return code
 
 
 def own_functions(code: str) -> set[str]:
@@ -148,6 +159,10 @@ IMPORTS_ALLOWED = frozenset(
 """The modules an answer may import: computing, printing and plotting. Any other import is
 refused: the standard library holds many ways to reach attributes by strings or run code."""
 
+IMPORTS_FROM_ALLOWED = frozenset({"IPython.display"})
+"""Modules whose names an answer may import (``from IPython.display import display``), though
+not the module itself (``IPython`` holds ways to import by a string)."""
+
 
 def tamper_names(code: str, also: frozenset[str] = frozenset()) -> list[str]:
     """Names of interpreter, process or grader internals the code mentions (comments and strings
@@ -207,7 +222,12 @@ def _imported(code: str) -> list[str]:
             names = [a.name for a in node.names]
         else:
             continue
-        refused += [m for m in modules if m.split(".")[0] not in IMPORTS_ALLOWED]
+        refused += [
+            m
+            for m in modules
+            if m.split(".")[0] not in IMPORTS_ALLOWED
+            and not (isinstance(node, ast.ImportFrom) and m in IMPORTS_FROM_ALLOWED)
+        ]
         refused += [n for n in names if n in TAMPER_NAMES | TAMPER_BUILTINS or n.startswith("_")]
     if any(isinstance(node, ast.MatchClass) for node in ast.walk(tree)):
         refused.append("match")  # a class pattern reads the attributes its class names
