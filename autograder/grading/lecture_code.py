@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import ast
 import bisect
+import builtins
+import contextvars
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import cast
@@ -124,6 +126,17 @@ def without_leading_indent(text: str) -> str:
 
 def read_cells(cells: Iterable[Mapping[str, object]], max_chars: int = 100_000) -> Notebook:
     """Every code cell's statements, in file order."""
+    helpers = Helpers()
+    token = _HELPERS.set(helpers)
+    try:
+        return _read_cells(cells, max_chars, helpers)
+    finally:
+        _HELPERS.reset(token)
+
+
+def _read_cells(
+    cells: Iterable[Mapping[str, object]], max_chars: int, helpers: Helpers
+) -> Notebook:
     out = Notebook()
     total = 0
     for number, cell in enumerate(cells, start=1):
@@ -148,6 +161,7 @@ def read_cells(cells: Iterable[Mapping[str, object]], max_chars: int = 100_000) 
             if len(out.stmts) >= MAX_STATEMENTS:
                 raise TooMuchCode(f"more than {MAX_STATEMENTS:,} statements")
             defs, mods, reads = analyse(node, part)
+            _learn(node, helpers)  # for the calls after it
             index = len(out.stmts)
             out.stmts.append(Stmt(index, number, node, lines, defs, mods, reads, part))
             for name in defs | mods:
@@ -448,17 +462,80 @@ def _statement(
         reads |= loads(node, bound)
 
 
+@dataclass
+class Helpers:
+    """What the notebook's own functions and classes change in place, as read so far:
+    ``functions`` maps a function to the positions of the arguments it fills (``def
+    scatter(dC, ...): dC[...] += ...``); ``methods`` holds the methods that change their object
+    (``self.out = ...``), ``__call__`` among them."""
+
+    functions: dict[str, frozenset[int]] = field(default_factory=dict)
+    methods: set[str] = field(default_factory=set)
+    defined: set[str] = field(default_factory=set)  # every def, class and import seen
+
+
+_HELPERS: contextvars.ContextVar[Helpers | None] = contextvars.ContextVar("helpers", default=None)
+_BUILTINS = frozenset(dir(builtins))
+
+
+def _learn(node: ast.stmt, helpers: Helpers) -> None:
+    """Note what a top-level ``def`` or ``class`` changes in place (see :class:`Helpers`)."""
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        params = [a.arg for a in [*node.args.posonlyargs, *node.args.args]]
+        changed = _changes(node.body, set(params))
+        helpers.functions[node.name] = frozenset(i for i, a in enumerate(params) if a in changed)
+    elif isinstance(node, ast.ClassDef):
+        for item in node.body:
+            if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) and item.args.args:
+                if item.args.args[0].arg in _changes(item.body, {item.args.args[0].arg}):
+                    helpers.methods.add(item.name)
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        helpers.defined.add(node.name)
+    elif isinstance(node, ast.Import | ast.ImportFrom):
+        helpers.defined |= {(a.asname or a.name).split(".")[0] for a in node.names}
+
+
+def _changes(body: list[ast.stmt], params: set[str]) -> set[str]:
+    """Which of ``params`` a function body changes in place (``x += ...``, ``x[i] = ...``,
+    ``x.attr = ...``, ``x.add_(...)``)."""
+    defs: set[str] = set()
+    mods: set[str] = set()
+    reads: set[str] = set()
+    _block(body, set(), defs, mods, reads)
+    for node in ast.walk(ast.Module(body=body, type_ignores=[])):
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        for t in targets:
+            if isinstance(t, ast.Attribute) and base_name(t) is not None:
+                mods.add(cast(str, base_name(t)))  # self.out = ...
+    return (mods - defs) & params
+
+
 def _changed_by_call(call: ast.Call) -> set[str]:
     """The names a call statement fills in place: ``x.index_add_(...)``, ``x.zero_()`` (a
     method ending in ``_``); the first argument of such a method called on the class
     (``torch.Tensor.index_add_(x, ...)``) or of numpy's ``ufunc.at`` (``np.add.at(x, ...)``);
-    an ``out=x`` argument (``torch.matmul(a, b, out=x)``)."""
+    an ``out=x`` argument (``torch.matmul(a, b, out=x)``); and, from the notebook's own helpers
+    (:class:`Helpers`), the arguments a helper function fills and an object whose method (or
+    call) changes it (``act(hpreact)`` before ``act.backward(dh)``)."""
     changed = {
         k.value.id for k in call.keywords if k.arg == "out" and isinstance(k.value, ast.Name)
     }
     func = call.func
+    helpers = _HELPERS.get()
+    if helpers is not None and isinstance(func, ast.Name):
+        for i in helpers.functions.get(func.id, ()):  # a helper that fills its arguments
+            arg = call.args[i] if i < len(call.args) else None
+            if isinstance(arg, ast.Name):
+                changed.add(arg.id)
+        stateful = "__call__" in helpers.methods and func.id not in helpers.defined
+        if stateful and func.id not in _BUILTINS:  # act(hpreact): an object of the notebook's
+            changed.add(func.id)
     if not isinstance(func, ast.Attribute):
         return changed
+    if helpers is not None and func.attr in helpers.methods:  # layer.forward(x)
+        name = base_name(func.value)
+        if name is not None:
+            changed.add(name)
     first = call.args[0] if call.args and isinstance(call.args[0], ast.Name) else None
     in_place = func.attr.endswith("_") and not func.attr.startswith("_")
     on_the_class = isinstance(func.value, ast.Attribute) and func.value.attr == "Tensor"

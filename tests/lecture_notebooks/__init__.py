@@ -690,6 +690,36 @@ CASES: tuple[LectureCase, ...] = (
         exercises=(EX1.id,),
     ),
     LectureCase(
+        "helpers_of_ones_own",
+        "answers through the notebook's own helpers: a function that fills its argument in "
+        "place, an object whose call keeps what its method reads (micrograd style)",
+        _cells(
+            setup(),
+            code(
+                "def scatter(table, index, rows):\n"
+                "    for k in range(index.shape[0]):\n"
+                "        for j in range(index.shape[1]):\n"
+                "            table[index[k, j]] += rows[k, j]\n"
+                "\n"
+                "class Tanh:\n"
+                "    def __call__(self, x):\n"
+                "        self.out = torch.tanh(x)\n"
+                "        return self.out\n"
+                "    def backward(self, dout):\n"
+                "        return (1 - self.out**2) * dout"
+            ),
+            code(
+                exercise1(
+                    {
+                        "dC": "dC = torch.zeros_like(C)\nscatter(dC, Xb, demb)",
+                        "dhpreact": "act = Tanh()\nact(hpreact)\ndhpreact = act.backward(dh)",
+                    }
+                )
+            ),
+        ),
+        exercises=(EX1.id,),
+    ),
+    LectureCase(
         "read_as_python_runs_it",
         "code the reader must read as Python runs it, not line by line: a tuple assignment whose "
         "value reads a name it binds first (dh gets the old t, zeros), a contextlib.suppress "
