@@ -117,8 +117,8 @@ own channels among them): refused wherever they occur."""
 
 TAMPER_NAMES = frozenset(
     {"_getframe", "f_back", "f_locals", "f_globals", "f_builtins", "tb_frame", "gc", "inspect"}
-    | {"ctypes", "ctypeslib", "__closure__", "__globals__", "cell_contents", "settrace"}
-    | {"setprofile", "getprofile", "next_functions", "AccumulateGrad"}
+    | {"ctypes", "ctypeslib", "cell_contents", "settrace", "setprofile", "getprofile"}
+    | {"next_functions", "AccumulateGrad"}  # (dunders, __closure__ say, are refused by a rule)
     # modules and functions that reach attributes by strings, run code, or the process itself
     | {"importlib", "builtins", "os", "posix", "nt", "subprocess", "signal", "operator", "types"}
     | {"attrgetter", "methodcaller", "getattr_static", "pickle", "marshal", "copyreg", "mmap"}

@@ -428,10 +428,10 @@ class Checks:
         if used or any(o.get("autograd") for o in outs):
             names = ", ".join(f"`{w}`" for w in used) or "autograd"
             return self.say(name, "uses-autograd", used=names)
-        tampered = tamper_names(code)
-        if tampered and all(v["passed"] for v in verdicts):  # else what went wrong comes first
-            return self.say(name, "tampering", used=", ".join(f"`{w}`" for w in tampered))
         passed = all(v["passed"] for v in verdicts)
+        tampered = tamper_names(code)
+        if tampered and passed:  # else what went wrong comes first
+            return self.say(name, "tampering", used=", ".join(f"`{w}`" for w in tampered))
         if self.spec.get("training") and step["kind"] == "gradient" and passed:
             if carries_over(code, name):  # its cell runs again every iteration of training
                 return self.say(name, "not-reset")

@@ -123,24 +123,21 @@ def diagnose(ev: Evidence) -> list[Diagnosis]:
     if names or called or any(a.autograd for a in ev.answers.values()):
         used = ", ".join(f"`{n}`" for n in [*names, *called]) or "autograd"
         out.append(say(ex, step, "uses-autograd", used=used))
-    tampered = tamper_names(ev.code)
-    tampering = None
-    if tampered:
-        tampering = say(ex, step, "tampering", used=", ".join(f"`{n}`" for n in tampered))
-    if tampering is not None and all(v.passed for v in ev.verdicts):
-        out.append(tampering)  # the reason right values score nothing
-        tampering = None
-    trains = any(s.kind == "training" for s in ex.steps)  # its cells run again and again
     values = all(v.passed for v in ev.verdicts)
+    tampered = tamper_names(ev.code)
+    tampering = say(ex, step, "tampering", used=", ".join(f"`{n}`" for n in tampered))
+    if tampered and values:
+        out.append(tampering)  # the reason right values score nothing
+    trains = any(s.kind == "training" for s in ex.steps)  # its cells run again and again
     if trains and step.kind == "gradient" and values and carries_over(ev.code, step.name):
         out.append(say(ex, step, "not-reset"))
     known = set(ev.cases[0].graph) | set(step.upstream)  # names, not text from the sandbox
     mutated = sorted({m for a in ev.answers.values() for m in a.mutated if m in known})
     if mutated and step.kind != "training":  # training changes the parameters, as it must
         out.append(say(ex, step, "in-place-mutation", what=", ".join(f"`{m}`" for m in mutated)))
-    if not all(v.passed for v in ev.verdicts) and step.kind == "training":
+    if not values and step.kind == "training":
         out.append(_training(ev))
-    elif not all(v.passed for v in ev.verdicts):
+    elif not values:
         try:
             out.append(
                 _hard_coded(ev)
@@ -151,7 +148,7 @@ def diagnose(ev: Evidence) -> list[Diagnosis]:
             )
         except Exception:  # pragma: no cover - a diagnosis must never stop the grading
             out.append(say(ex, step, "wrong-value"))
-    if tampering is not None:  # after what went wrong with the values themselves
+    if tampered and not values:  # after what went wrong with the values themselves
         out.append(tampering)
     first = ev.answers.get(ev.cases[0].name)
     if first is None or first.tensor is None or step.kind == "training":
