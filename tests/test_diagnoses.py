@@ -14,7 +14,7 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from autograder.core.portable import factor_name, fit_factor, shape_slip
+from autograder.core.portable import factor_name, fit_factor, identifiers, shape_slip
 from autograder.diagnoses.diagnose import Evidence, diagnose
 from autograder.diagnoses.evidence import (
     autograd_names,
@@ -334,6 +334,11 @@ REACHES = {
     "a dispatcher's annotations": "import functools\n@functools.singledispatch\ndef f(x): pass",
     "a class made of strings": "K = type('K', (), {'x': 1})",
     "a class pattern": "match obj:\n    case Pattern(value):\n        pass",
+    "inside an f-string": 'import sys\n_ = f"{(h := sys.getprofile()) is None}"',
+    "inside a format spec": "_ = f\"{x:{getattr(torch, 'autograd')}}\"",
+    "after a lone carriage return": '\ry = getattr(torch, "autograd")\n',
+    "an object array unpickled": "ga, sa = np.load('p.npy', None, True)",
+    "a checkpoint unpickled": "x = torch.load('p.pt', weights_only=False)",
 }
 """Ways out of computing that an answer must name, each refused (several from attacks that
 got full marks with autograd before the names were read as Python reads them)."""
@@ -353,6 +358,8 @@ HONEST = {
     "a literal pattern": "match block_size:\n    case 3:\n        k = 1",
     "a type looked at": "print(type(dh), type(dh) is torch.Tensor)",
     "a display": "from IPython.display import display\ndisplay(dh[:3])",
+    "an f-string in a print": 'print(f"{dh.shape} {dh.mean():.3f} {type(dh).__name__!r:>{w}}")',
+    "Windows line ends": "dh = dlogits @ W2.T\r\ndW2 = h.T @ dlogits\r\n",
 }
 """Honest code near those names: none refused."""
 
@@ -365,6 +372,17 @@ def test_code_that_reaches_outside_computing_is_named(code: str) -> None:
 @pytest.mark.parametrize("code", HONEST.values(), ids=list(HONEST))
 def test_honest_code_near_those_names_is_not(code: str) -> None:
     assert tamper_names(code) == [], code
+
+
+def test_every_name_the_compiler_reads_is_one_the_check_reads() -> None:
+    # whatever hides a name from the token scan (a tokenizer that reads the code otherwise than
+    # the compiler does) leaves it in the compiler's names: refused as hidden
+    hidden = "x = 1\n\ry = getprofile\n"
+    assert identifiers(hidden) == {"x", "y", "getprofile"}
+    assert "getprofile" in tamper_names(hidden)
+    every = "import a.b as c\nfrom d import e\ndef f(g, *h, i=1, **j): global k\nf(l=2)\n"
+    assert identifiers(every) >= set("abcdefghijkl")
+    assert tamper_names("def f(g, *h, i=1, **j):\n    return g\nf(1, i=2)") == []
 
 
 AUTOGRAD_IN_NAME_ONLY = {

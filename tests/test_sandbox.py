@@ -149,6 +149,15 @@ F["runner_state"] = [
     len(getattr(main, "BANKS", None) or {}),
     getattr(main, "INSTALL_STEP_FILTER", None) is None,
 ]
+import pickle
+import numpy as np
+F["unpickle"] = {  # getattr rebuilt from bytes: what the name rule refuses, by another road
+    "pickle.loads": attempt(lambda: pickle.loads(pickle.dumps([getattr]))),
+    "numpy.load": attempt(lambda: (np.save("/tmp/p.npy", np.array([getattr], dtype=object)),
+                                   np.load("/tmp/p.npy", None, True))),
+    "torch.load": attempt(lambda: (torch.save([getattr], "/tmp/p.pt"),
+                                   torch.load("/tmp/p.pt", weights_only=False))),
+}
 frame, F["frames"] = sys._getframe(0), []
 while frame is not None:
     F["frames"].append(frame.f_code.co_name)
@@ -156,6 +165,15 @@ while frame is not None:
 dprobs = torch.tensor(list(json.dumps(F).encode()), dtype=torch.uint8)
 """)
 """What a submission sees and may do, sent back as the bytes of a uint8 tensor."""
+
+FLOOD = """
+import os
+for _ in range(64):  # blank lines to push a report out of the alarm pipe, 4 MiB in all
+    os.write(4, b"\\n" * (1 << 16))
+dh = dlogits @ W2.T
+"""
+"""An answer that floods the alarm pipe (the supervisor keeps 64 KiB of it, and a flood counts
+as a report)."""
 
 HEAP = r"""
 import json
@@ -577,7 +595,8 @@ ORDINARY: dict[str, tuple[str, str]] = {
     "float64-and-scratch": (
         "dprobs",
         in_scratch(
-            "torch.save(probs, '/tmp/p.pt')\np = torch.load('/tmp/p.pt')\n"
+            "import numpy as np\nprobs.numpy().tofile('/tmp/p.bin')\n"
+            "p = torch.from_numpy(np.fromfile('/tmp/p.bin', dtype=np.float32)).view_as(probs)\n"
             "dprobs = ((1.0 / p.double()) * dlogprobs.double()).float()"
         ),
     ),
@@ -760,11 +779,13 @@ def explore(mode: str) -> dict[str, Any]:
         heap = _fill(HEAP, TARGETS=_heap_targets(grader, EX.step("dW2").upstream))
         tasks = [
             Task("facts", "dprobs", ("dlogprobs",), facts, False),
+            Task("flood", "dh", EX.step("dh").upstream, FLOOD, False),
             Task("reach", "dW2", EX.step("dW2").upstream, REACH, False),
             Task("heap", "dW2", EX.step("dW2").upstream, heap, False),
         ]
         outcomes = _run_tasks(grader, tasks)
         report["facts"] = json.loads(bytes(_decode(outcomes["facts"], names).tolist()))
+        report["flood"] = outcomes["flood"].autograd
         reached = _decode(outcomes["reach"], names)
         report["leaked"] = _leaked_references(grader, reached, EX.step("dW2").upstream)
         report["heap"] = json.loads(bytes(_decode(outcomes["heap"], names).tolist()))
@@ -925,6 +946,15 @@ def test_no_memory_outside_a_process_no_new_process_no_program(seen: dict[str, A
     assert f["exec"] == "PermissionError:1"
     assert f["system"] != "ok"
     assert f["ctypes"] in ("ImportError", "ModuleNotFoundError")
+    unpickled = f["unpickle"]  # torch.load subclasses pickle's Unpickler: a TypeError now
+    assert unpickled["pickle.loads"] == unpickled["numpy.load"] == "RuntimeError"
+    assert unpickled["torch.load"] in ("RuntimeError", "TypeError")
+
+
+def test_a_flood_on_the_alarm_pipe_is_a_report_and_costs_the_supervisor_64_kib(
+    seen: dict[str, Any],
+) -> None:
+    assert seen["flood"] == ["the alarm pipe, flooded"]
 
 
 # ---------------------------------------------------------------------------------------------

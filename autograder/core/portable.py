@@ -63,17 +63,92 @@ def bound_names(source: str) -> set[str]:
 
 
 def tokens(code: str) -> list[tokenize.TokenInfo]:
-    """The code's tokens (comments, strings and a broken tail are simply left out), each name
-    as Python reads it: NFKC-normalised, so ``ｇｅｔａｔｔｒ`` is ``getattr``."""
+    """The code's tokens (comments, strings and a broken tail are simply left out), read as
+    Python reads them: each name NFKC-normalised (``ｇｅｔａｔｔｒ`` is ``getattr``), a lone
+    ``\r`` a line break (tokenize would take the line after it for blank), and the code inside
+    an f-string's braces tokens too, each piece followed by a ``;`` (Pythons before 3.12 give an
+    f-string as one string token)."""
+    code = code.replace("\r\n", "\n").replace("\r", "\n")
     out: list[tokenize.TokenInfo] = []
     try:
         for tok in tokenize.generate_tokens(io.StringIO(code).readline):
             if tok.type == tokenize.NAME and not tok.string.isascii():
                 tok = tok._replace(string=unicodedata.normalize("NFKC", tok.string))
+            if tok.type == tokenize.STRING:
+                out += _fstring_code(tok)
             out.append(tok)
     except (tokenize.TokenError, IndentationError, SyntaxError):
         pass
     return [t for t in out if t.type in (tokenize.NAME, tokenize.NUMBER, tokenize.OP)]
+
+
+def _fstring_code(tok: tokenize.TokenInfo) -> list[tokenize.TokenInfo]:
+    """The tokens of the expressions inside an f-string token's braces (none for a plain
+    string), each expression's followed by a ``;``."""
+    prefix = tok.string[: len(tok.string) - len(tok.string.lstrip("rRbBuUfF"))]
+    if "f" not in prefix.lower():
+        return []
+    try:
+        tree = ast.parse(tok.string, mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    out: list[tokenize.TokenInfo] = []
+    end = tokenize.TokenInfo(tokenize.OP, ";", tok.start, tok.end, tok.line)
+    for value in _fields(tree.body):
+        out += [t._replace(start=tok.start, end=tok.end) for t in tokens(ast.unparse(value))]
+        out.append(end)
+    return out
+
+
+def _fields(node: ast.expr) -> list[ast.expr]:
+    """The expressions of an f-string's replacement fields, those of their format specs too
+    (an f-string inside one is the tokens' business: it is a string token again)."""
+    if not isinstance(node, ast.JoinedStr):
+        return []
+    out: list[ast.expr] = []
+    for part in node.values:
+        if isinstance(part, ast.FormattedValue):
+            out.append(part.value)
+            if part.format_spec is not None:
+                out += _fields(part.format_spec)
+    return out
+
+
+def identifiers(code: str) -> set[str]:
+    """Every identifier the compiler reads in ``code`` (names, attributes, parameters,
+    keywords, imports; NFKC-normalised as Python does), or none when it does not parse."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            out.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            out.add(node.attr)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            out.add(node.name)
+        elif isinstance(node, ast.arg):
+            out.add(node.arg)
+        elif isinstance(node, ast.keyword) and node.arg is not None:
+            out.add(node.arg)
+        elif isinstance(node, ast.alias):
+            out |= set(node.name.split(".")) | ({node.asname} if node.asname else set())
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            out |= set(node.module.split("."))
+        elif isinstance(node, ast.Global | ast.Nonlocal):
+            out |= set(node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            out.add(node.name)
+        elif isinstance(node, ast.MatchAs | ast.MatchStar) and node.name:
+            out.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            out.add(node.rest)
+        elif isinstance(node, ast.MatchClass):
+            out |= set(node.kwd_attrs)
+    out.discard("*")
+    return out
 
 
 HARMLESS_AUTOGRAD = re.compile(
@@ -126,6 +201,7 @@ TAMPER_NAMES = frozenset(
     | {"weights_only", "pickle_module", "string", "Formatter", "get_field", "pkgutil"}
     | {"resolve_name", "pydoc", "unittest", "mock", "runpy", "code", "codeop", "sysconfig"}
     | {"get_type_hints", "singledispatch", "singledispatchmethod", "ForwardRef"}
+    | {"allow_pickle", "read_array"}  # numpy's unpickling (np.load of an object array)
 )
 """Names with which code reaches into the interpreter, the process or the grader instead of
 computing: a gradient needs none of them (a variable of the answer's own by one of these names
@@ -134,10 +210,12 @@ is its own: ``types = ...``)."""
 TAMPER_ATTRIBUTES = frozenset(
     {"load_inline", "load_library", "modules", "meta_path", "path_hooks", "addaudithook"}
     | {"exc_info", "exception", "last_traceback", "last_value", "last_exc", "locate"}
-    | {"register"}
+    | {"register", "load", "loads", "jit", "hub", "package", "serialization"}  # loading code
 )
 """Names that reach outside as attributes only: ``sys.modules`` hands out any module by a
-string, a traceback leads to frames (``import sys`` for ``sys.stderr`` is fine)."""
+string, a traceback leads to frames (``import sys`` for ``sys.stderr`` is fine), and
+``np.load``, ``torch.load``, ``torch.jit`` or ``torch.hub`` turn bytes or files into objects or
+code."""
 
 DUNDERS_ALLOWED = frozenset(
     {"__name__", "__init__", "__call__", "__repr__", "__str__", "__len__", "__iter__"}
@@ -199,6 +277,10 @@ def tamper_names(code: str, also: frozenset[str] = frozenset()) -> list[str]:
         ):
             found.append(name)
     for name in _imported(code):
+        if name not in found:
+            found.append(name)
+    seen = {t.string for t in toks if t.type == tokenize.NAME}
+    for name in sorted(identifiers(code) - seen):  # code this scan cannot read: hidden
         if name not in found:
             found.append(name)
     return found

@@ -334,7 +334,26 @@ def _poison(torch: Any) -> None:
         _put(C.CompilationUnit, attr, make("TorchScript (CompilationUnit)", report=False))
     for attr in ("script", "trace", "trace_module", "load", "script_if_tracing", "freeze"):
         _put(torch.jit, attr, make(f"TorchScript (torch.jit.{attr})", report=False))
+    # unpickling (numpy.load(allow_pickle=True), torch.load): it rebuilds any object from bytes,
+    # the built-ins that the name rule refuses among them, so no answer needs it
+    unpickling = make("unpickling", report=False)
+    for module in (sys.modules.get("pickle"), sys.modules.get("_pickle")):
+        for attr in ("load", "loads", "Unpickler", "_load", "_loads", "_Unpickler"):
+            if module is not None and hasattr(module, attr):
+                _put(module, attr, unpickling)
+    for name, owner in UNPICKLING_CLASSES:
+        found = getattr(sys.modules.get(name), owner, None)
+        if found is not None:
+            _put(found, "loads", unpickling)
     _replace_aliases()
+
+
+UNPICKLING_CLASSES = (
+    ("multiprocessing.reduction", "ForkingPickler"),
+    ("multiprocessing.connection", "_ForkingPickler"),
+)
+"""Classes that keep ``pickle.loads`` as an attribute of their own (module-level aliases of the
+unpickling functions are found by :func:`_replace_aliases`)."""
 
 
 def _poison_operators(torch: Any, make: Any) -> None:
@@ -795,6 +814,7 @@ class _Group:
         self.buffer = bytearray()
         self.out = bytearray()
         self.alarms = bytearray()
+        self.flooded = False  # more came on the alarm pipe than MAX_ALARM_BYTES
         self.started = time.monotonic()
 
 
@@ -1004,6 +1024,8 @@ def _outcome(
     does not give it to another submission's identical answer."""
     output = group.out.decode(errors="replace") if group else ""
     alarms = group.alarms.decode(errors="replace").splitlines() if group else []
+    if group and group.flooded:
+        alarms.append("the alarm pipe, flooded")
     header = {
         "op": "outcome",
         "key": step["key"],
@@ -1018,6 +1040,7 @@ def _outcome(
     if group is not None:
         group.out.clear()
         group.alarms.clear()
+        group.flooded = False
 
 
 def _run_group(
@@ -1066,7 +1089,7 @@ def _run_group(
                     if chunk and len(group.out) < cap:
                         group.out += chunk[: cap - len(group.out)]
                 elif fd == group.alarm:
-                    group.alarms += chunk[:4096]
+                    _alarm(group, chunk)
                 elif chunk:
                     group.buffer += chunk
                 else:  # the process ended (or closed its result pipe) before all its steps
@@ -1123,10 +1146,25 @@ def _time_out(step_seconds: float, budget_end: float, group: _Group) -> tuple[st
     return f"killed after {step_seconds:g} s (time limit)", True
 
 
+MAX_ALARM_BYTES = 1 << 16
+"""The most of the alarm pipe the supervisor keeps for one group (a report is a name of up to
+200 bytes): an answer that floods the pipe is reported all the same, since anything on it is,
+and costs the supervisor no more memory than this."""
+
+
+def _alarm(group: _Group, chunk: bytes) -> None:
+    """Keep ``chunk`` of the alarm pipe, up to :data:`MAX_ALARM_BYTES` in all; past that, the
+    group is marked flooded (blank lines to push a report out count as a report)."""
+    room = MAX_ALARM_BYTES - len(group.alarms)
+    group.alarms += chunk[: max(room, 0)]
+    if len(chunk) > room:
+        group.flooded = True
+
+
 def _drain(group: _Group, cap: int) -> None:
     """Read what the alarm and output pipes hold now (written before the result was)."""
     with contextlib.suppress(BlockingIOError, OSError):
-        group.alarms += os.read(group.alarm, 4096)
+        _alarm(group, os.read(group.alarm, 4096))
     for _ in range(64):
         try:
             chunk = os.read(group.output, 1 << 20)
