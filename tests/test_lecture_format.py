@@ -13,10 +13,16 @@ from pathlib import Path
 import pytest
 
 from autograder.engine.grader import Grader
-from autograder.exercises import BACKPROP_NINJA
+from autograder.exercises import (
+    BACKPROP_NINJA,
+    BATCHNORM_BACKWARD,
+    CROSS_ENTROPY_BACKWARD,
+    MANUAL_TRAINING,
+)
+from autograder.grading.cell_parse import parse_cell
 from autograder.grading.lecture import read_lecture
 from autograder.grading.lecture_code import MAX_CODE_CHARS, MAX_STATEMENTS
-from autograder.grading.loading import load_submission, load_submissions
+from autograder.grading.loading import load_assignment, load_submission, load_submissions
 from autograder.grading.results import SubmissionResult
 
 from .lecture_notebooks import (
@@ -124,6 +130,35 @@ def test_an_error_line_is_the_line_of_the_learner_s_cell(tmp_path: Path) -> None
     [main, *_] = load_submissions(BY_NAME["split_two_paths"].write(tmp_path))
     lines = main.answers["dcounts"].splitlines()
     assert lines[4].startswith("dcounts = ") and lines[6].startswith("dcounts += ")
+
+
+def test_a_statement_that_is_not_python_is_skipped_alone_and_named(
+    corpus: dict[str, list[SubmissionResult]],
+) -> None:
+    text = "a = 1\nfor i in x:\n    a += i\nelse:\n    a = 0\n@d\ndef f():\n    return (1,\n2)\n"
+    tree, skipped = parse_cell(text + "b =\n# note\n\nc = 2\nif z\n    q = 1\nw = (3 +\nv = 4")
+    assert [type(n).__name__ for n in tree.body] == ["Assign", "For", "FunctionDef", "Assign"]
+    assert tree.body[-1].lineno == 13  # the cell's own numbering
+    assert skipped == [(10, 10), (14, 15), (16, 17)]  # the unclosed bracket takes the rest
+    whole, none = parse_cell(text)
+    assert none == [] and len(whole.body) == 3
+    dc = corpus["unfinished_last_line"][0].step("dC").diagnoses[0].message
+    assert "lines that are not valid Python were skipped: cell 8 (lines 55-56, 57-59)" in dc, dc
+
+
+def test_an_assignment_the_notebook_does_not_answer_says_so_in_the_lecture_s_terms(
+    tmp_path: Path,
+) -> None:
+    path = BY_NAME["only_the_fast_dlogits"].write(tmp_path)
+    for ex, why in (
+        (BATCHNORM_BACKWARD, "computes `dhprebn` from `dhpreact` in one go"),
+        (MANUAL_TRAINING, "answer it in the kit's manual_training.ipynb"),
+    ):
+        sub = load_assignment(path, ex)
+        assert sub.format == "lecture" and sub.error is not None and why in sub.error, sub.error
+        assert set(sub.problems) == {s.name for s in ex.steps}
+        assert all("grade id" not in p for p in sub.problems.values())
+    assert load_assignment(path, CROSS_ENTROPY_BACKWARD).answers["dlogits"].startswith("dlogits")
 
 
 def test_kit_notebooks_and_other_notebooks_keep_their_reader(tmp_path: Path) -> None:

@@ -56,6 +56,8 @@ def step_table(sub: SubmissionResult) -> Table:
     for s in sub.steps:
         mark = "[green]✓[/]" if s.passed else "[red]✗[/]"
         t.add_row(s.step, mark, escape(diagnoses_text(s.diagnoses)))
+    if sub.error:  # what is wrong with the notebook as a whole
+        t.caption, t.caption_justify = escape(printable(sub.error)), "left"
     return t
 
 

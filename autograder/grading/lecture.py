@@ -267,13 +267,33 @@ def _within(stmts: Sequence[Stmt], answer: Stmt) -> set[str]:
 def _one_go(ctx: Context, attempt: Attempt, step: Step) -> bool:
     """An attempt at a step of Exercise 1 that answers the one-go exercise of that step instead:
     it reads none of the gradients Exercise 1 gives the step, and reads the targets or some other
-    gradient (``.grad`` pasted in reads neither: it stays Exercise 1's, a slip)."""
+    gradient. Autograd's ``x.grad`` counts as the gradient of ``x``: ``hpreact.grad`` standing in
+    for ``dhpreact`` in the one-go formula is an attempt at Exercise 3 (which then fails for
+    autograd), while ``hprebn.grad`` pasted in for ``dhprebn`` reads neither and stays Exercise
+    1's, a slip."""
     stmts, _ = _with_temporaries(ctx, attempt)
-    read = {ctx.names.ours(n) or n for n in _free(stmts)}
+    read = {ctx.names.ours(n) or n for n in _free(stmts)} | _autograd_reads(ctx, stmts)
     steps = {s.name for s in MAIN.steps}
     given = set(MAIN.step(step.name).upstream)
     others = (read & steps) - given - {step.name}
     return not read & given and (bool(others) or bool(read & set(MAIN.data) - {"Xb"}))
+
+
+def _autograd_reads(ctx: Context, stmts: Sequence[Stmt]) -> set[str]:
+    """The gradients of Exercise 1 that ``stmts`` read from autograd, as ``x.grad``."""
+    by_var = {s.var: s.name for s in MAIN.steps}
+    out: set[str] = set()
+    for s in stmts:
+        for node in ast.walk(s.node):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr == "grad"
+                and isinstance(node.value, ast.Name)
+            ):
+                var = ctx.names.ours(node.value.id) or node.value.id
+                if var in by_var:
+                    out.add(by_var[var])
+    return out
 
 
 # -- the answer's code ------------------------------------------------------------------------
@@ -401,8 +421,14 @@ def _portable(s: Stmt) -> bool:
 
 
 def _renames(ctx: Context, stmts: Iterable[Stmt], step: Step, ex: Exercise) -> dict:
-    """``{(line, column): (end column, text)}`` for every name to rewrite in ``stmts``."""
+    """``{(line, column): (end column, text)}`` for every name to rewrite in ``stmts``.
+
+    A gradient read only for its shape (``torch.ones_like(dbndiff)``) becomes the variable it
+    is the gradient of, when the step is not given it, or when it is the step's own gradient
+    read before the answer binds it (``dbndiff2 = torch.ones_like(dbndiff2) * ...``, which ran
+    in the learner's kernel only because an earlier run had left ``dbndiff2`` behind)."""
     given = {*step.upstream, step.name}
+    bound: set[str] = set()  # our names the answer has bound so far
     out: dict[tuple[int, int], tuple[int, str]] = {}
     for s in stmts:
         parents = {id(c): p for p in ast.walk(s.node) for c in ast.iter_child_nodes(p)}
@@ -415,10 +441,12 @@ def _renames(ctx: Context, stmts: Iterable[Stmt], step: Step, ex: Exercise) -> d
                 continue
             if ours in ex.by_name or ours in MAIN.by_name:
                 other = ex.by_name.get(ours) or MAIN.by_name[ours]
-                if ours not in given and _shape_only(node, parents):
+                unbound = ours == step.name and ours not in bound
+                if (ours not in given or unbound) and _shape_only(node, parents):
                     ours = other.var  # torch.ones_like(dbndiff): the shape of bndiff
             if ours != node.id and node.end_col_offset is not None:
                 out[(node.lineno, node.col_offset)] = (node.end_col_offset, ours)
+        bound |= {ctx.names.ours(n) or n for n in s.defs | s.mods}
     return out
 
 
@@ -508,9 +536,39 @@ def _not_found(ctx: Context, step: Step, claimed: list[Attempt]) -> str:
             "it was graded as the answer to the exercise that computes it in one go)"
         )
     if ctx.nb.unparsed:
-        cells = ", ".join(f"cell {c} (line {ln})" for c, ln in sorted(ctx.nb.unparsed.items()))
-        text += f"; these cells are not valid Python and were skipped: {cells}"
+        text += f"; lines that are not valid Python were skipped: {skipped_words(ctx.nb)}"
     return text
 
 
-__all__ = ["read_lecture"]
+def not_answered(ex: Exercise) -> str:
+    """Why a notebook in the lecture's format holds no submission of ``ex`` (graded as that
+    assignment), in words."""
+    if ex is not MAIN and ex not in ONE_GO:
+        read = ", ".join(f"`{e.id}`" for e in (MAIN, *ONE_GO))
+        return (
+            f"this notebook is in the lecture's own format, from which the kit reads {read}, "
+            f"not {ex.text.title} (`{ex.id}`): answer it in the kit's {ex.id}.ipynb and hand "
+            "that in"
+        )
+    step = ex.steps[0]
+    given = " or ".join(f"`{u}`" for u in step.upstream)
+    source = f"from {given} " if given else ""
+    return (
+        f"this notebook is in the lecture's own format and holds no answer to {ex.text.title} "
+        f"(`{ex.id}`): no statement after the forward pass computes `{step.name}` {source}in "
+        f"one go, without the gradients of Exercise 1"
+    )
+
+
+def skipped_words(nb: Notebook) -> str:
+    """The statements skipped as not valid Python, in words: ``cell 10 (line 2), cell 12
+    (lines 3-4, 9)``."""
+    words = []
+    for cell, spans in sorted(nb.unparsed.items()):
+        parts = [str(a) if a == b else f"{a}-{b}" for a, b in spans]
+        lines = "line" if len(parts) == 1 and "-" not in parts[0] else "lines"
+        words.append(f"cell {cell} ({lines} {', '.join(parts)})")
+    return ", ".join(words)
+
+
+__all__ = ["not_answered", "read_lecture"]

@@ -29,6 +29,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import cast
 
+from .cell_parse import parse_cell
+
 MAGIC_PREFIXES = ("%", "!", "?")
 """IPython lines that are not Python (``%matplotlib inline``, ``!pip install``): blanked."""
 
@@ -71,7 +73,8 @@ class Notebook:
     """A notebook's statements, and the cells that could not be read as Python."""
 
     stmts: list[Stmt] = field(default_factory=list)
-    unparsed: dict[int, int] = field(default_factory=dict)  # cell -> line of its syntax error
+    unparsed: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # cell -> the
+    # first and last line of each statement skipped as not valid Python (see cell_parse)
     binders: dict[str, list[int]] = field(default_factory=dict)  # name -> statements binding
     # or changing it, in order (so a name's definition is found without scanning the notebook)
 
@@ -149,13 +152,12 @@ def _read_cells(
         if total > MAX_CODE_CHARS:
             raise TooMuchCode(f"more than {MAX_CODE_CHARS:,} characters of code")
         try:
-            tree = ast.parse(text)
-        except SyntaxError as e:
-            out.unparsed[number] = e.lineno or 1
-            continue
+            tree, skipped = parse_cell(text)
         except (ValueError, RecursionError, MemoryError):
-            out.unparsed[number] = 1
+            out.unparsed[number] = [(1, len(text.split("\n")))]
             continue
+        if skipped:
+            out.unparsed[number] = skipped
         lines = tuple(line.encode() for line in text.split("\n"))
         for node, part in _flatten(tree.body):
             if len(out.stmts) >= MAX_STATEMENTS:

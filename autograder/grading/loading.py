@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..exercises.definition import Exercise
-from .lecture import read_lecture
+from .lecture import STUB, not_answered, read_lecture
 from .lecture_code import TooMuchCode
 from .submission import (
     METADATA_KEY,
@@ -40,9 +40,9 @@ def load_submissions(path: Path) -> list[Submission]:
 def load_assignment(path: Path, ex: Exercise) -> Submission:
     """The submission of exercise ``ex`` in the notebook at ``path``, for a class that hands in
     one exercise: a kit notebook is read as ``ex``, a lecture notebook gives its answers to
-    ``ex``. Raises :class:`WrongExercise` for a kit notebook whose metadata names another
-    exercise (the student handed in another notebook), SubmissionError as
-    :func:`load_submissions` does."""
+    ``ex`` (or, holding none, a reason for every step, in the lecture's terms). Raises
+    :class:`WrongExercise` for a kit notebook whose metadata names another exercise (the student
+    handed in another notebook), SubmissionError as :func:`load_submissions` does."""
     nb, subs = _guarded(path)
     declared = exercise_of(nb)
     meta = nb.get("metadata")
@@ -53,7 +53,16 @@ def load_assignment(path: Path, ex: Exercise) -> Submission:
             f"{ex.text.title} ({ex.id}): submit your {ex.id}.ipynb."
         )
     ours = [s for s in subs if s.exercise.id == ex.id]
-    return ours[0] if ours else extract_answers(nb, path, ex)
+    if ours:
+        return ours[0]
+    if subs and subs[0].format == "lecture":
+        why = not_answered(ex)
+        sub = Submission(path=path, exercise=ex, format="lecture", error=why)
+        for step in ex.steps:  # each step says so in short, the notebook's error in full
+            sub.answers[step.name] = STUB
+            sub.problems[step.name] = f"it is in the lecture's format and answers no `{ex.id}`"
+        return sub
+    return extract_answers(nb, path, ex)
 
 
 def _guarded(path: Path) -> tuple[dict[str, Any], list[Submission]]:

@@ -615,8 +615,15 @@ CASES: tuple[LectureCase, ...] = (
             **{
                 s.name: "not-implemented"
                 for s in EX1.steps
-                if s.name
-                not in ("dlogprobs", "dprobs", "dcounts_sum_inv", "dcounts_sum", "dcounts")
+                if s.name  # the line above the unfinished one is read: dnorm_logits
+                not in (
+                    "dlogprobs",
+                    "dprobs",
+                    "dcounts_sum_inv",
+                    "dcounts_sum",
+                    "dcounts",
+                    "dnorm_logits",
+                )
             },
         },
         exercises=(EX1.id,),
@@ -844,6 +851,42 @@ CASES: tuple[LectureCase, ...] = (
         ),
         # right in exact arithmetic, but it divides by probabilities that underflow to 0
         expect={f"{CE}:dlogits": "wrong-value"},
+    ),
+    LectureCase(
+        "unfinished_last_line",
+        "Exercise 1 in one cell ending in an unfinished `dC =` (the cell never ran whole), a "
+        "broken `if` block and an unclosed bracket in the middle: every statement that is valid "
+        "Python is read",
+        _cells(
+            setup(),
+            code(
+                exercise1(skip=["dC", "dbnvar"])
+                + "\nif dbnvar_inv is not None\n    dbnvar = 0\nsizes = (n,\n"
+                + "dbnvar = (-0.5 * (bnvar + 1e-5)**-1.5) * dbnvar_inv\ndC ="
+            ),
+        ),
+        expect={"dC": "not-implemented", "dbnvar": "not-implemented"},
+        exercises=(EX1.id,),
+    ),
+    LectureCase(
+        "one_go_with_autograd",
+        "a correct Exercise 1, then a later cell trying Exercise 3's formula with `hpreact.grad` "
+        "for `dhpreact` and checking it as `cmp('y', y, hprebn)`, and `dbndiff2` written from "
+        "its own name for the shape (it ran only in a kernel that had it from before)",
+        _cells(
+            setup(),
+            code(
+                exercise1(
+                    {"dbndiff2": "dbndiff2 = (1.0 / (n - 1)) * torch.ones_like(dbndiff2) * dbnvar"}
+                )
+            ),
+            exercise2(),
+            code(
+                "y = bngain * bnvar_inv / n * (n * hpreact.grad - hpreact.grad.sum(0) - n / (n - 1)"
+                " * bnraw * (hpreact.grad * bnraw).sum(0))\ncmp('y', y, hprebn)"
+            ),
+        ),
+        expect={f"{BN}:dhprebn": "uses-autograd"},
     ),
     LectureCase(
         "second_forward_copy",
