@@ -339,6 +339,19 @@ REACHES = {
     "after a lone carriage return": '\ry = getattr(torch, "autograd")\n',
     "an object array unpickled": "ga, sa = np.load('p.npy', None, True)",
     "a checkpoint unpickled": "x = torch.load('p.pt', weights_only=False)",
+    "a dotted string fetched": "m = torch.nn.Module()\nm.t = torch\n"
+    "f = torch.fx.Interpreter(m, graph=torch.fx.Graph()).fetch_attr\nf('t.autograd')",
+    "a full-width low line": "f_builtins = builtins = None\ndef frames():\n    yield\n"
+    "ga = frames().gi_frame.f\uff3fbuiltins['getattr']",
+    "a module found by a string": "import sys\nfor finder in sys.path_importer_cache.values():\n"
+    "    spec = finder.find_spec('code')",
+    "sys reached through torch": "cache = torch.sys.path_importer_cache",
+    "sys handed on": "import sys\nm.s = sys",
+    "a code object renamed": "def g():\n    yield XXXX\n"
+    "ga = next(type(g)(g().gi_code.replace(co_names=('getattr',)), {})())",
+    "a name pasted into code": "fn = F.hardtanh\nfn.__name__ = 'hardtanh if exec(x) else f'",
+    "a dunder by a string": "K = type(type)('K', (), {'__getattr__': f})",
+    "a plot": "import matplotlib.pyplot as plt\nplt.imshow(dh)",
 }
 """Ways out of computing that an answer must name, each refused (several from attacks that
 got full marks with autograd before the names were read as Python reads them)."""
@@ -360,6 +373,9 @@ HONEST = {
     "a display": "from IPython.display import display\ndisplay(dh[:3])",
     "an f-string in a print": 'print(f"{dh.shape} {dh.mean():.3f} {type(dh).__name__!r:>{w}}")',
     "Windows line ends": "dh = dlogits @ W2.T\r\ndW2 = h.T @ dlogits\r\n",
+    "sys for printing": "import sys\nfrom sys import stderr\n"
+    "print(dh.shape, sys.maxsize, file=stderr)",
+    "a main guard": "if __name__ == '__main__':\n    print('__init__ docs')",
 }
 """Honest code near those names: none refused."""
 

@@ -68,7 +68,7 @@ def tokens(code: str) -> list[tokenize.TokenInfo]:
     ``\r`` a line break (tokenize would take the line after it for blank), and the code inside
     an f-string's braces tokens too, each piece followed by a ``;`` (Pythons before 3.12 give an
     f-string as one string token)."""
-    code = code.replace("\r\n", "\n").replace("\r", "\n")
+    code = _as_compiled(code.replace("\r\n", "\n").replace("\r", "\n"))
     out: list[tokenize.TokenInfo] = []
     try:
         for tok in tokenize.generate_tokens(io.StringIO(code).readline):
@@ -80,6 +80,18 @@ def tokens(code: str) -> list[tokenize.TokenInfo]:
     except (tokenize.TokenError, IndentationError, SyntaxError):
         pass
     return [t for t in out if t.type in (tokenize.NAME, tokenize.NUMBER, tokenize.OP)]
+
+
+def _as_compiled(code: str) -> str:
+    """``code`` with every character that may stand in a name NFKC-normalised, as the compiler
+    normalises names: tokenize splits ``f＿back`` (a full-width low line) where Python reads
+    ``f_back``. Other characters stay (a full-width quote is no quote to the compiler)."""
+    if code.isascii():
+        return code
+    return "".join(
+        c if c.isascii() or not ("a" + c).isidentifier() else unicodedata.normalize("NFKC", c)
+        for c in code
+    )
 
 
 def _fstring_code(tok: tokenize.TokenInfo) -> list[tokenize.TokenInfo]:
@@ -211,11 +223,27 @@ TAMPER_ATTRIBUTES = frozenset(
     {"load_inline", "load_library", "modules", "meta_path", "path_hooks", "addaudithook"}
     | {"exc_info", "exception", "last_traceback", "last_value", "last_exc", "locate"}
     | {"register", "load", "loads", "jit", "hub", "package", "serialization"}  # loading code
+    | {"fx"}  # torch.fx: fetch_attr takes a dotted string; its code generation runs names
+    | {"sys", "path_importer_cache", "breakpointhook", "displayhook", "excepthook"}
+    | {"unraisablehook", "call_tracing"}  # sys's ways in, reached through another module
 )
-"""Names that reach outside as attributes only: ``sys.modules`` hands out any module by a
-string, a traceback leads to frames (``import sys`` for ``sys.stderr`` is fine), and
-``np.load``, ``torch.load``, ``torch.jit`` or ``torch.hub`` turn bytes or files into objects or
-code."""
+"""Names that reach outside as attributes only: a traceback leads to frames, ``np.load``,
+``torch.load``, ``torch.jit`` or ``torch.hub`` turn bytes or files into objects or code, and
+``torch.fx`` reaches attributes by dotted strings."""
+
+INTERNAL_PREFIXES = ("f_", "co_", "gi_", "cr_", "ag_", "tb_")
+"""Attributes of frames, code objects, generators, coroutines and tracebacks (``gi_frame``,
+``f_back``, ``co_names``): the way from an answer's own generator to the runner's frames, or to
+code rewritten with other names. Refused as attributes."""
+
+SYS_ALLOWED = frozenset(
+    {"stdout", "stderr", "float_info", "int_info", "maxsize", "version", "version_info"}
+    | {"getsizeof", "byteorder", "platform", "getrecursionlimit"}
+)
+"""What an answer may read of ``sys`` (printing, sizes, versions), as ``sys.<name>`` only: the
+module holds the interpreter's own ways in (``sys.modules``, ``sys.path_importer_cache``, which
+loads a module by a string, the profile hook that watches grad mode, hooks), so ``sys`` itself
+may not be passed around, aliased or imported from otherwise."""
 
 DUNDERS_ALLOWED = frozenset(
     {"__name__", "__init__", "__call__", "__repr__", "__str__", "__len__", "__iter__"}
@@ -232,10 +260,12 @@ PRIVATE_ALLOWED = ("_foreach_",)
 IMPORTS_ALLOWED = frozenset(
     {"torch", "math", "cmath", "numpy", "einops", "itertools", "functools", "collections"}
     | {"typing", "dataclasses", "random", "time", "warnings", "sys", "statistics", "numbers"}
-    | {"copy", "fractions", "decimal", "matplotlib", "pprint", "re", "json", "tqdm"}
+    | {"copy", "fractions", "decimal", "pprint", "re", "json"}
 )
-"""The modules an answer may import: computing, printing and plotting. Any other import is
-refused: the standard library holds many ways to reach attributes by strings or run code."""
+"""The modules an answer may import: computing and printing. Any other import is refused: the
+standard library holds many ways to reach attributes by strings or run code, and plotting
+(``matplotlib``) cannot be loaded where answers run, so an answer that plots fails in the
+notebook's check as it would in the grader."""
 
 IMPORTS_FROM_ALLOWED = frozenset({"IPython.display"})
 """Modules whose names an answer may import (``from IPython.display import display``), though
@@ -265,7 +295,7 @@ def tamper_names(code: str, also: frozenset[str] = frozenset()) -> list[str]:
             or name in also
             or (name in TAMPER_NAMES and (attribute or name not in own))
             or (name.startswith("__") and name.endswith("__") and name not in DUNDERS_ALLOWED)
-            or (attribute and name in TAMPER_ATTRIBUTES)
+            or (attribute and (name in TAMPER_ATTRIBUTES or name.startswith(INTERNAL_PREFIXES)))
             or (
                 attribute
                 and name.startswith("_")
@@ -276,7 +306,7 @@ def tamper_names(code: str, also: frozenset[str] = frozenset()) -> list[str]:
             or (name == "type" and _arguments(toks, i + 1) >= 3)
         ):
             found.append(name)
-    for name in _imported(code):
+    for name in [*_imported(code), *_by_tree(code)]:
         if name not in found:
             found.append(name)
     seen = {t.string for t in toks if t.type == tokenize.NAME}
@@ -284,6 +314,49 @@ def tamper_names(code: str, also: frozenset[str] = frozenset()) -> list[str]:
         if name not in found:
             found.append(name)
     return found
+
+
+def _by_tree(code: str) -> list[str]:
+    """What :func:`tamper_names` refuses as the compiler reads it: ``sys`` but as
+    ``sys.<name of SYS_ALLOWED>`` (or ``import sys``); a string that is a dunder name
+    (``{"__getattr__": f}`` handed to ``type``); ``__name__`` assigned (code generation pastes
+    names into source)."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    refused: list[str] = []
+    on_sys = {  # the sys Name nodes read as sys.<attribute>: the attribute
+        id(node.value): node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+    }
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id == "sys":
+            attr = on_sys.get(id(node))
+            if attr not in SYS_ALLOWED:
+                refused.append(f"sys.{attr}" if attr else "sys")
+        elif isinstance(node, ast.Import):
+            refused += ["sys" for a in node.names if a.name == "sys" and a.asname]
+        elif isinstance(node, ast.ImportFrom) and node.module == "sys":
+            refused += [f"sys.{a.name}" for a in node.names if a.name not in SYS_ALLOWED]
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and DUNDER.fullmatch(node.value)
+            and node.value not in DUNDERS_ALLOWED | {"__main__"}
+        ):
+            refused.append(node.value)
+        elif (
+            isinstance(node, ast.Attribute)
+            and node.attr == "__name__"
+            and not isinstance(node.ctx, ast.Load)
+        ):
+            refused.append("__name__")
+    return list(dict.fromkeys(refused))
+
+
+DUNDER = re.compile(r"__[A-Za-z0-9_]+__")
 
 
 def _imported(code: str) -> list[str]:

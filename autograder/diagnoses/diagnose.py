@@ -300,6 +300,8 @@ def _error_hint(ev: Evidence, kind: str, text: str) -> str:
     lowered = text.lower()
     if kind == "MemoryError" or "allocate memory" in lowered or "out of memory" in lowered:
         return hint(ex, step, "error.memory", limit=ev.memory_limit)
+    if kind in ("ImportError", "ModuleNotFoundError") and "not loaded yet" in text:
+        return hint(ex, step, "error.import")
     if kind == "NameError":
         missing = text.split("'")[1] if text.count("'") >= 2 else ""
         if missing == step.name:

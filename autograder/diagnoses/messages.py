@@ -57,6 +57,9 @@ TEXT: dict[str, str] = {
     "error.name-near": " Did you mean `{near}`?",
     "error.not-reset": " `{name}` is read before it is assigned: a gradient starts afresh "
     "(from zeros, or from its first term) every time; it never carries over from before.",
+    "error.import": " The grader loads some modules in advance (torch, numpy, math and the "
+    "standard library's pure-Python modules) and an answer cannot load others: keep plotting "
+    "(`matplotlib`) and other imports out of the answer cell.",
     "error.memory": " It ran out of memory: an answer may use {limit} beyond the tensors it is "
     "given; look for a very large tensor, or one that grows in a loop.",
     "unassigned": "Your cell never assigns `{name}`; store the gradient in a variable called "
