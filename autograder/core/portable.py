@@ -8,6 +8,10 @@ itself imports these functions from here: one implementation, two places it runs
 A forward pass here is a list of ``(variable, expression)`` pairs, each expression the right-
 hand side of a line of the exercise, evaluated with :func:`evaluate` in a namespace holding the
 graph so far and ``torch``/``F``.
+
+Why one module of this length: a released notebook embeds this one source, so everything its
+checks share with the grader lives here: the math, the evidence tests, and the static rule on
+an answer's names (:func:`tokens`, :func:`tamper_names`), which reads code as the compiler does.
 """
 
 from __future__ import annotations

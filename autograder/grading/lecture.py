@@ -536,7 +536,7 @@ def _not_found(ctx: Context, step: Step, claimed: list[Attempt]) -> str:
             "it was graded as the answer to the exercise that computes it in one go)"
         )
     if ctx.nb.unparsed:
-        text += f"; lines that are not valid Python were skipped: {skipped_words(ctx.nb)}"
+        text += f"; lines that are not valid Python were skipped: {_skipped_words(ctx.nb)}"
     return text
 
 
@@ -560,7 +560,7 @@ def not_answered(ex: Exercise) -> str:
     )
 
 
-def skipped_words(nb: Notebook) -> str:
+def _skipped_words(nb: Notebook) -> str:
     """The statements skipped as not valid Python, in words: ``cell 10 (line 2), cell 12
     (lines 3-4, 9)``."""
     words = []
