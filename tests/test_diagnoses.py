@@ -352,6 +352,13 @@ REACHES = {
     "a name pasted into code": "fn = F.hardtanh\nfn.__name__ = 'hardtanh if exec(x) else f'",
     "a dunder by a string": "K = type(type)('K', (), {'__getattr__': f})",
     "a plot": "import matplotlib.pyplot as plt\nplt.imshow(dh)",
+    "attributes copied by name": "import functools\nfunctools.update_wrapper(a, b, ('x',))",
+    "a class with attributes by name": "import dataclasses\n"
+    "S = dataclasses.make_dataclass('S', [], namespace={'x': 1})",
+    "a string measured": "import numpy as np\nnp.testing.measure('x = 1')",
+    "a statement timed": "import torch.utils.benchmark\ntorch.utils.benchmark.Timer('x').timeit(1)",
+    "a schema's annotations": "torch.library.infer_schema(S, mutates_args=())",
+    "a Fortran helper": "import numpy.f2py.crackfortran as cf\ncf.myeval('x', g, g)",
 }
 """Ways out of computing that an answer must name, each refused (several from attacks that
 got full marks with autograd before the names were read as Python reads them)."""
@@ -376,6 +383,7 @@ HONEST = {
     "sys for printing": "import sys\nfrom sys import stderr\n"
     "print(dh.shape, sys.maxsize, file=stderr)",
     "a main guard": "if __name__ == '__main__':\n    print('__init__ docs')",
+    "zeros without a graph": "dlogits = torch.zeros_like(logits, requires_grad=False)",
 }
 """Honest code near those names: none refused."""
 
@@ -387,7 +395,7 @@ def test_code_that_reaches_outside_computing_is_named(code: str) -> None:
 
 @pytest.mark.parametrize("code", HONEST.values(), ids=list(HONEST))
 def test_honest_code_near_those_names_is_not(code: str) -> None:
-    assert tamper_names(code) == [], code
+    assert tamper_names(code) == [] and autograd_names(code) == [], code
 
 
 def test_every_name_the_compiler_reads_is_one_the_check_reads() -> None:

@@ -169,10 +169,12 @@ def identifiers(code: str) -> set[str]:
 
 HARMLESS_AUTOGRAD = re.compile(
     r"\.grad\s*=\s*None\b|set_grad_enabled\(\s*False\s*\)|\.requires_grad\b(?!\s*=[^=])"
+    r"|\brequires_grad\s*=\s*False\b"
 )
 """Autograd's names in code that uses nothing of it: ``p.grad = None`` (the lecture's own
-training loop clears gradients so), ``torch.set_grad_enabled(False)`` (grad mode off), and
-``x.requires_grad`` read (``print(counts.requires_grad)``), not set."""
+training loop clears gradients so), ``torch.set_grad_enabled(False)`` (grad mode off),
+``x.requires_grad`` read (``print(counts.requires_grad)``), not set, and
+``torch.zeros_like(x, requires_grad=False)``."""
 
 _SELF_ATTRIBUTE = r"\bself\.({})\b"
 
@@ -218,6 +220,9 @@ TAMPER_NAMES = frozenset(
     | {"resolve_name", "pydoc", "unittest", "mock", "runpy", "code", "codeop", "sysconfig"}
     | {"get_type_hints", "singledispatch", "singledispatchmethod", "ForwardRef"}
     | {"allow_pickle", "read_array"}  # numpy's unpickling (np.load of an object array)
+    # functions of allowed modules that read or set attributes named by strings, or run strings
+    | {"update_wrapper", "wraps", "make_dataclass", "measure", "infer_schema", "Timer"}
+    | {"timeit", "crackfortran", "myeval"}
 )
 """Names with which code reaches into the interpreter, the process or the grader instead of
 computing: a gradient needs none of them (a variable of the answer's own by one of these names
@@ -230,6 +235,11 @@ TAMPER_ATTRIBUTES = frozenset(
     | {"fx"}  # torch.fx: fetch_attr takes a dotted string; its code generation runs names
     | {"sys", "path_importer_cache", "breakpointhook", "displayhook", "excepthook"}
     | {"unraisablehook", "call_tracing"}  # sys's ways in, reached through another module
+    # torch's and numpy's submodules that are not for computing: several run strings as code
+    # (np.testing.measure, torch.utils.benchmark, numpy.f2py) or read attributes by strings
+    | {"testing", "utils", "library", "distributed", "export", "compiler", "onnx", "profiler"}
+    | {"overrides", "backends", "f2py", "distutils", "lib", "core", "compat", "ao"}
+    | {"quantization", "benchmark"}
 )
 """Names that reach outside as attributes only: a traceback leads to frames, ``np.load``,
 ``torch.load``, ``torch.jit`` or ``torch.hub`` turn bytes or files into objects or code, and
@@ -414,20 +424,44 @@ def _arguments(toks: list[tokenize.TokenInfo], i: int) -> int:
 def carries_over(code: str, name: str) -> bool:
     """Whether ``code`` reads ``name`` before it binds it (``x += ...`` reads it), in source
     order: it builds on whatever ``name`` held before it ran, which in a training loop is the
-    previous iteration's value."""
+    previous iteration's value. Only the cell's own flow counts: a function or lambda it defines
+    (``def acc(ix, d): dC[ix] += d`` before ``dC = torch.zeros_like(C)``) reads when called."""
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
+    scope = _own_scope(tree)
+    late = {  # an assignment binds after its value is computed: `x = x + 1` reads x first
+        id(target): (node.end_lineno or 0, node.end_col_offset or 0)
+        for node in scope
+        if isinstance(node, ast.Assign | ast.AnnAssign | ast.NamedExpr)
+        for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        for target in ast.walk(t)
+    }
     uses = []
-    for node in ast.walk(tree):
+    for node in scope:
         if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
             if node.target.id == name:
                 uses.append((node.lineno, node.col_offset, True))
         elif isinstance(node, ast.Name) and node.id == name:
-            uses.append((node.lineno, node.col_offset, isinstance(node.ctx, ast.Load)))
+            at = late.get(id(node), (node.lineno, node.col_offset))
+            uses.append((*at, isinstance(node.ctx, ast.Load)))
     uses.sort(key=lambda u: (u[0], u[1]))
     return bool(uses) and uses[0][2]
+
+
+def _own_scope(node: ast.AST) -> list[ast.AST]:
+    """``node`` and its descendants, but not the bodies of the functions, lambdas and classes
+    it defines (their code runs later, when called)."""
+    out, todo = [], [node]
+    while todo:
+        current = todo.pop()
+        out.append(current)
+        for child in ast.iter_child_nodes(current):
+            if not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                if not isinstance(child, ast.ClassDef):
+                    todo.append(child)
+    return out
 
 
 def init_params(cfg: Any, g: torch.Generator) -> dict[str, torch.Tensor]:
@@ -742,14 +776,18 @@ def training_program(
     (:func:`probe_update`): every parameter must move by ``-lr * grad``, each on its own (an
     update that is wrong for one parameter, ``b1`` say, whose true gradient is about 0, hardly
     moves the losses). Then, from the real parameters and per batch of ``Xbs``/``Ybs``: the
-    forward pass, each gradient answer in order, and the update cell; after the last batch the
+    forward pass, each gradient answer in order, and the update cell (the iteration's number is
+    ``i``, as in the lecture's loop: ``lr = 0.1 if i < 100000 else 0.01``); after the last batch the
     forward pass runs once more, on the first batch, so the last update is seen too. ``result``
     is each loss (one per batch, then the last one), then how much the probe moved each
     parameter, flattened, in the order of ``parameters`` (float64)."""
     names, grads = ", ".join(parameters), ", ".join(gradients)
     forward = [f"{var} = {expression}" for var, expression in lines]
     probe = [
-        "# one update of known values first: each parameter's step is checked on its own",
+        "# one update of known values first: each parameter's step is checked on its own, with",
+        "# the forward tensors of the first batch and i at hand (an update that prints the loss)",
+        "i, Xb, Yb = 0, Xbs[0], Ybs[0]",
+        *forward,
         f"_real = [{names}]",
         f"_g = torch.Generator().manual_seed({PROBE_SEED})",
         f"{names}, = [{PROBE_PARAMETER} * torch.randn(_p.shape, generator=_g) for _p in _real]",
@@ -766,7 +804,7 @@ def training_program(
         f"parameters = [{names}]",
         "_losses = []",
         "for _iteration in range(Xbs.shape[0]):",
-        "    Xb, Yb = Xbs[_iteration], Ybs[_iteration]",
+        "    i, Xb, Yb = _iteration, Xbs[_iteration], Ybs[_iteration]",
         "\n".join("    " + line for part in body for line in part.splitlines()),
         "# the loss after the last update",
         "Xb, Yb = Xbs[0], Ybs[0]",

@@ -511,7 +511,7 @@ class Answering:
         syntax: dict[str, Any] | None = None
         self.raised = False
         try:
-            compiled = compile(code, ANSWER_FILE, "exec")
+            compiled = compile(code, ANSWER_FILE, "exec", dont_inherit=True)  # as a notebook would
         except SyntaxError as e:
             compiled = None
             syntax = {"kind": "error", "error": _describe(e), "lineno": _lineno(e)}
