@@ -148,5 +148,14 @@ RIGHT: tuple[tuple[str, Answer], ...] = (
        "    for p, grad in zip(parameters, grads):", "        p -= lr * grad"),
     _r(MT, "update", "for i in range(len(parameters)):",
        "    parameters[i].data.add_(grads[i], alpha=-lr)"),
+    _r(MT, "update", "for p, grad in zip(parameters, grads):", "    p.data += -lr * grad",
+       "print(f'loss {loss.item():.4f}')"),  # the loss exists when the update runs
+    _r(MT, "update", "lr = 0.1 if i < 100000 else 0.01",  # the lecture's decay, by its loop's i
+       "for p, grad in zip(parameters, grads):", "    p.data += -lr * grad"),
+    _r(MT, "dC", "def scatter(dC, rows, values):",  # a helper defined before the reset
+       "    dC.index_add_(0, rows.view(-1), values.view(-1, values.shape[-1]))",
+       "    return dC", "dC = scatter(torch.zeros_like(C), Xb, demb)"),
+    _r(MT, "dlogits", "dlogits = F.softmax(logits, 1)", "dlogits[range(n), Yb] -= 1",
+       "dlogits /= batch_size"),
 )  # fmt: skip
 """Correct answers of Exercises 2-4 spelled otherwise than the model answers."""

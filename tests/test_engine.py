@@ -55,6 +55,21 @@ def test_one_wrong_step_costs_only_that_step(grader: Grader, tmp_path: Path) -> 
     assert [s.step for s in sub.steps if not s.passed] == ["dcounts_sum"]
 
 
+def test_line_magics_beside_an_answer_cost_nothing_and_a_cell_magic_stays(
+    grader: Grader, tmp_path: Path
+) -> None:
+    nb = make_notebook(
+        tmp_path / "magics.ipynb",
+        {
+            "dh": "%matplotlib inline\n!nvidia-smi\ndh = dlogits @ W2.T",
+            "dW2": "%%time\ndW2 = h.T @ dlogits",  # the whole cell is the magic's: not Python
+        },
+    )
+    sub = grader.run([nb]).submissions[0]
+    assert [s.step for s in sub.steps if not s.passed] == ["dW2"]
+    assert sub.step("dW2").diagnoses[0].code == "error"
+
+
 def test_scatter_with_fancy_index_is_flagged_on_repeated_rows(grader: Grader) -> None:
     r = grader.grade_code(EX, EX.step("dC"), SCATTER_BUG)
     assert not r.passed

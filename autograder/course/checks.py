@@ -250,7 +250,7 @@ class Checks:
         out: dict[str, Any] = {"kind": "tensor", "tensor": None}
         try:
             with torch.no_grad():
-                exec(compile(code, "<your answer>", "exec"), ns)
+                exec(compile(code, "<your answer>", "exec", dont_inherit=True), ns)
             value = ns.get(name, ns)
             if value is ns:
                 out["kind"] = "missing"
@@ -328,13 +328,14 @@ class Checks:
         rows = torch.randint(0, self.nb["Xtr"].shape[0], (steps, batch_size), generator=g)
         params = {k: self.nb[k].detach().clone().float() for k in self.spec["parameters"]}
         ns: dict[str, Any] = {"torch": torch, "F": torch.nn.functional, **params}
-        ns.update(n=batch_size, vocab_size=params["C"].shape[0], n_embd=params["C"].shape[1])
+        ns.update(n=batch_size, batch_size=batch_size, vocab_size=params["C"].shape[0])
+        ns.update(n_embd=params["C"].shape[1])
         ns.update(block_size=self.nb["Xtr"].shape[1], n_hidden=params["W1"].shape[1])
         ns.update(
             Xbs=self.nb["Xtr"][rows], Ybs=self.nb["Ytr"][rows], lr=self.spec["training"]["lr"]
         )
         with torch.no_grad():
-            exec(compile(code, "<your cells>", "exec"), ns)
+            exec(compile(code, "<your cells>", "exec", dont_inherit=True), ns)
         losses = ns["_losses"]  # the loss before each update (the outcome holds the probe too)
         for i in range(0, steps, max(1, steps // 10)):
             print(f"{i:6d}/{steps}: loss {float(losses[i]):.4f}")

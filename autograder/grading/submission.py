@@ -220,9 +220,20 @@ def extract_answers(nb: dict[str, Any], path: Path, exercise: Exercise | None = 
                 f"most {MAX_ANSWER_CHARS:,})"
             )
         else:
-            sub.answers[step.name] = cells[0][1]
+            sub.answers[step.name] = without_line_magics(cells[0][1])
             sub.where[step.name] = f"cell {cells[0][0]}"
     return sub
+
+
+def without_line_magics(code: str) -> str:
+    """``code`` with IPython's line magics and shell lines (``%matplotlib inline``, ``!ls``)
+    blanked, line numbers kept: Jupyter runs them beside the answer, which computes nothing with
+    them. A cell magic (``%%time``) stays: it decides how the whole cell runs."""
+    lines = code.split("\n")
+    return "\n".join(
+        "" if line.lstrip().startswith(("%", "!")) and not line.lstrip().startswith("%%") else line
+        for line in lines
+    )
 
 
 def find_notebooks(paths: list[Path]) -> list[Path]:
