@@ -126,10 +126,13 @@ def read_lecture(nb: Mapping[str, Any], path: Path) -> list[Submission] | None:
     cells = _one_go_cells(ctx)
     for other in ONE_GO:
         step = other.steps[0]
+        attempts = _attempts(ctx, step.name)
         mine = [
             a
-            for a in _attempts(ctx, step.name)
-            if cells.get(a.stmts[-1].cell) is other or _one_go(ctx, a, step)
+            for a in attempts
+            if cells.get(a.stmts[-1].cell) is other
+            or _one_go(ctx, a, step)
+            or _after_the_chain(ctx, a, attempts, step)
         ]
         claimed[step.name] = mine
         if mine:
@@ -277,6 +280,26 @@ def _one_go(ctx: Context, attempt: Attempt, step: Step) -> bool:
     given = set(MAIN.step(step.name).upstream)
     others = (read & steps) - given - {step.name}
     return not read & given and (bool(others) or bool(read & set(MAIN.data) - {"Xb"}))
+
+
+def _after_the_chain(
+    ctx: Context, attempt: Attempt, attempts: Sequence[Attempt], step: Step
+) -> bool:
+    """An attempt at ``dlogits`` (or ``dhprebn``) that reads none of the gradients Exercise 1
+    gives it, in a later cell than an attempt that does (Exercise 1's, by the chain rule): an
+    attempt at the one-go exercise (``dlogits = F.softmax(logits, 1) / n``, unfinished), not a
+    new answer to Exercise 1 that would replace the chain rule's."""
+    given = set(MAIN.step(step.name).upstream)
+
+    def reads_given(a: Attempt) -> bool:
+        stmts, _ = _with_temporaries(ctx, a)
+        return bool({ctx.names.ours(n) or n for n in _free(stmts)} & given)
+
+    cell = attempt.stmts[0].cell
+    earlier = [a for a in attempts if a.stmts[-1].index < attempt.stmts[0].index]
+    return not reads_given(attempt) and any(
+        a.stmts[-1].cell < cell and reads_given(a) for a in earlier
+    )
 
 
 def _autograd_reads(ctx: Context, stmts: Sequence[Stmt]) -> set[str]:

@@ -889,6 +889,20 @@ CASES: tuple[LectureCase, ...] = (
         expect={f"{BN}:dhprebn": "uses-autograd"},
     ),
     LectureCase(
+        "unfinished_one_go",
+        "Exercise 1 right, then a later cell starting Exercise 2 without the targets yet "
+        "(`dlogits = F.softmax(logits, 1) / n`, checked with `cmp`): an unfinished Exercise 2, "
+        "not a new Exercise 1 answer",
+        _cells(
+            setup(),
+            code(exercise1()),
+            code(EXERCISE2_FORWARD),
+            code("dlogits = F.softmax(logits, 1) / n\ncmp('logits', dlogits, logits)"),
+        ),
+        expect={f"{CE}:dlogits": "missing-branch"},
+        exercises=(EX1.id, CE),
+    ),
+    LectureCase(
         "second_forward_copy",
         "the forward pass run again in a later cell (a copy), answers after both; a scratch "
         "line re-running one forward line in between",
