@@ -150,6 +150,9 @@ RIGHT: tuple[tuple[str, Answer], ...] = (
        "    parameters[i].data.add_(grads[i], alpha=-lr)"),
     _r(MT, "update", "for p, grad in zip(parameters, grads):", "    p.data += -lr * grad",
        "print(f'loss {loss.item():.4f}')"),  # the loss exists when the update runs
+    _r(MT, "update", "C.data -= lr * dC", "W1.data -= lr * dW1", "b1.data -= lr * db1",
+       "W2.data -= lr * dW2", "b2.data -= lr * db2", "bngain.data -= lr * dbngain",
+       "bnbias.data -= lr * dbnbias"),  # each parameter by its name, no parameters or grads
     _r(MT, "update", "lr = 0.1 if i < 100000 else 0.01",  # the lecture's decay, by its loop's i
        "for p, grad in zip(parameters, grads):", "    p.data += -lr * grad"),
     _r(MT, "dC", "def scatter(dC, rows, values):",  # a helper defined before the reset

@@ -514,3 +514,22 @@ def test_the_notebooks_checks_agree_with_the_grader_on_the_corpus(
         f"{len(same)}/{len(verdicts)} answers, the same first diagnosis on "
         f"{len(codes)}/{len(wrong)} bugs"
     )
+
+
+def test_the_update_the_notebook_checks_is_the_cell_that_updates_whatever_it_names() -> None:
+    from autograder.course.checks import Checks, exercise_spec
+
+    ex = EXERCISES["manual_training"]
+    model = ex.step("update").answer
+    by_name = "\n".join(f"{p}.data -= lr * d{p}" for p in ex.parameters)
+    for update, after in ((by_name, "print(loss)"), (model, "x = 1")):
+        history = [
+            'raise NotImplementedError("update: replace this line with your code")',
+            model,  # an earlier run of another update: not the one checked
+            *(s.answer for s in ex.steps if s.kind == "gradient"),
+            update,
+            after,  # a scratch cell run between the update and its check names no lr
+            "CHECKS.check('update')",
+        ]
+        code = Checks(exercise_spec(ex), {"In": history}).answer_code("update")
+        assert code is not None and update in code, update

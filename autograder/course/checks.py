@@ -210,24 +210,26 @@ class Checks:
 
     def answer_code(self, name: str) -> str | None:
         """The latest executed cell that assigns ``name`` (this check cell excluded); for a
-        training step, the training run built from every gradient cell and the latest cell
-        that updates ``parameters`` with ``grads``."""
+        training step, the training run built from every gradient cell and the latest cell that
+        updates the parameters: it assigns no gradient and names ``lr`` (``C.data -= lr * dC``)
+        or ``parameters`` and ``grads``, or it is still the step's stub."""
         history = [s for s in (self.nb.get("In") or self.nb.get("_ih") or [])[:-1]]
         step = self.spec["steps"][name]
         if step["kind"] == "training":
-            update = next(
-                (
-                    s
-                    for s in reversed(history)
-                    if isinstance(s, str)
-                    and "CHECKS." not in s
-                    and {"parameters", "grads"} <= _words(s)
-                ),
-                None,
-            )
+            training = self.spec["training"]
+
+            def updates(s: object) -> bool:
+                if not isinstance(s, str) or "CHECKS." in s:
+                    return False
+                if any(_assigns(s, g) for g in training["cells"]):
+                    return False
+                words = _words(s)
+                stub = "NotImplementedError" in words and f"{name}:" in s
+                return "lr" in words or {"parameters", "grads"} <= words or stub
+
+            update = next((s for s in reversed(history) if updates(s)), None)
             if update is None:
                 return None
-            training = self.spec["training"]
             cells = [
                 self.answer_code(g) or f'raise NotImplementedError("no {g}")'
                 for g in training["cells"]
