@@ -23,7 +23,7 @@ import re
 import tokenize
 import unicodedata
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -223,6 +223,11 @@ TAMPER_NAMES = frozenset(
     # functions of allowed modules that read or set attributes named by strings, or run strings
     | {"update_wrapper", "wraps", "make_dataclass", "measure", "infer_schema", "Timer"}
     | {"timeit", "crackfortran", "myeval"}
+    # evaluating annotations, finding modules by name, dotted names resolved (torch re-exports
+    # inspect's signature and importlib's find_spec under its own modules)
+    | {"signature", "eval_str", "get_annotations", "getmembers", "find_spec", "load_module"}
+    | {"exec_module", "module_from_spec", "spec_from_file_location", "spec_from_loader"}
+    | {"run_path", "run_module", "set_default_tensor_type", "import_module"}
 )
 """Names with which code reaches into the interpreter, the process or the grader instead of
 computing: a gradient needs none of them (a variable of the answer's own by one of these names
@@ -240,6 +245,9 @@ TAMPER_ATTRIBUTES = frozenset(
     | {"testing", "utils", "library", "distributed", "export", "compiler", "onnx", "profiler"}
     | {"overrides", "backends", "f2py", "distutils", "lib", "core", "compat", "ao"}
     | {"quantization", "benchmark"}
+    # an AttributeError's object (a lookup by a string that failed hands over what it reached),
+    # and standard modules that torch and re re-export under their own names
+    | {"obj", "mp", "spawn", "bltns", "enum", "glob", "io", "traceback", "shutil", "tempfile"}
 )
 """Names that reach outside as attributes only: a traceback leads to frames, ``np.load``,
 ``torch.load``, ``torch.jit`` or ``torch.hub`` turn bytes or files into objects or code, and
@@ -273,7 +281,7 @@ PRIVATE_ALLOWED = ("_foreach_",)
 
 IMPORTS_ALLOWED = frozenset(
     {"torch", "math", "cmath", "numpy", "einops", "itertools", "functools", "collections"}
-    | {"typing", "dataclasses", "random", "time", "warnings", "sys", "statistics", "numbers"}
+    | {"typing", "random", "time", "warnings", "sys", "statistics", "numbers"}
     | {"copy", "fractions", "decimal", "pprint", "re", "json"}
 )
 """The modules an answer may import: computing and printing. Any other import is refused: the
@@ -367,7 +375,32 @@ def _by_tree(code: str) -> list[str]:
             and not isinstance(node.ctx, ast.Load)
         ):
             refused.append("__name__")
+        elif isinstance(node, ast.Attribute) and node.attr in ("format", "format_map"):
+            template = node.value
+            literal = isinstance(template, ast.Constant) and isinstance(template.value, str)
+            if not literal or _walks_attributes(cast(str, cast(ast.Constant, template).value)):
+                refused.append(f"str.{node.attr}")
     return list(dict.fromkeys(refused))
+
+
+def _walks_attributes(template: str) -> bool:
+    """Whether a ``str.format`` template reaches attributes of its arguments (``"{0.x}"``), in
+    its fields or their nested format specs: a lookup by a string (items, ``"{0[k]}"``, are
+    only the argument's own). A template that does not parse is taken as walking."""
+    import string as formatting  # parse only splits the template; nothing is looked up
+
+    todo = [template]
+    while todo:
+        try:
+            fields = list(formatting.Formatter().parse(todo.pop()))
+        except (ValueError, IndexError):
+            return True
+        for _, field, spec, _ in fields:
+            if field and "." in field:
+                return True
+            if spec and "{" in spec:
+                todo.append(spec)
+    return False
 
 
 DUNDER = re.compile(r"__[A-Za-z0-9_]+__")
