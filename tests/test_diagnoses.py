@@ -368,6 +368,11 @@ REACHES = {
     "    a: object = None",
     "a module found by name": "m = torch.cuda.amp.common.find_spec('x').loader.load_module('x')",
     "a module under another name": "torch.cuda.tunable.mp.spawn.prepare({})",
+    "a module imported from torch": "from torch.nn.functional import dataclasses as dc",
+    "sys imported from torch": "from torch import sys as S\nS.path.insert(0, '/tmp')",
+    "a refused module imported bare": "from torch import fx",
+    "a test module's globals": "from numpy.tests.test_warnings import pytest as T",
+    "a standard module as an attribute": "x = torch.storage.io",
 }
 """Ways out of computing that an answer must name, each refused (several from attacks that
 got full marks with autograd before the names were read as Python reads them)."""
@@ -393,6 +398,9 @@ HONEST = {
     "print(dh.shape, sys.maxsize, file=stderr)",
     "a main guard": "if __name__ == '__main__':\n    print('__init__ docs')",
     "zeros without a graph": "dlogits = torch.zeros_like(logits, requires_grad=False)",
+    "what torch and numpy compute with": "from torch.nn import functional\nfrom torch import nn\n"
+    "from numpy import random\nimport numpy.linalg\nfrom collections import Counter\n"
+    "y = np.array([1]).copy()\nz = dh.chunk(2)[0].select(0, 1)\nt = dh.trace()",
     "a formatted print": "print('{:.4f} {} {:>{w}} {b[0]}'.format(loss, n, 'x', w=3, b=[1]))",
 }
 """Honest code near those names: none refused."""

@@ -219,7 +219,7 @@ def test_the_checks_cell_carries_the_kits_own_code_and_needs_only_torch() -> Non
     found = re.finditer(r"^(?:import|from) ([\w.]+)", source, re.MULTILINE)
     imports = {m.group(1).split(".")[0] for m in found}
     stdlib = {"ast", "io", "math", "collections", "tokenize", "typing", "os", "textwrap", "types"}
-    stdlib |= {"re", "unicodedata"}
+    stdlib |= {"re", "sys", "unicodedata"}
     assert imports - stdlib == {"torch"}
     assert "autograder" not in source
     assert "def partial_vjp(" in source and "class Checks:" in source

@@ -20,6 +20,7 @@ import ast
 import io
 import math
 import re
+import sys
 import tokenize
 import unicodedata
 from collections.abc import Mapping, Sequence
@@ -228,6 +229,7 @@ TAMPER_NAMES = frozenset(
     | {"signature", "eval_str", "get_annotations", "getmembers", "find_spec", "load_module"}
     | {"exec_module", "module_from_spec", "spec_from_file_location", "spec_from_loader"}
     | {"run_path", "run_module", "set_default_tensor_type", "import_module"}
+    | {"getmembers_static", "importorskip"}
 )
 """Names with which code reaches into the interpreter, the process or the grader instead of
 computing: a gradient needs none of them (a variable of the answer's own by one of these names
@@ -248,6 +250,7 @@ TAMPER_ATTRIBUTES = frozenset(
     # an AttributeError's object (a lookup by a string that failed hands over what it reached),
     # and standard modules that torch and re re-export under their own names
     | {"obj", "mp", "spawn", "bltns", "enum", "glob", "io", "traceback", "shutil", "tempfile"}
+    | {"tests"}  # numpy's test modules hold pytest, operator and more
 )
 """Names that reach outside as attributes only: a traceback leads to frames, ``np.load``,
 ``torch.load``, ``torch.jit`` or ``torch.hub`` turn bytes or files into objects or code, and
@@ -289,6 +292,24 @@ standard library holds many ways to reach attributes by strings or run code, and
 (``matplotlib``) cannot be loaded where answers run, so an answer that plots fails in the
 notebook's check as it would in the grader."""
 
+MODULES_ALLOWED = IMPORTS_ALLOWED | frozenset(
+    {"torch.nn", "torch.nn.functional", "torch.linalg", "torch.special", "torch.fft"}
+    | {"numpy.linalg", "numpy.random", "numpy.fft", "collections.abc"}
+)
+"""The exact modules an answer may import, or import names from (only the top of the path
+checked, ``numpy.tests.test_warnings`` would hand out ``pytest``)."""
+
+STDLIB_REFUSED = (
+    frozenset(sys.stdlib_module_names)
+    - IMPORTS_ALLOWED
+    - {
+        *("array", "chunk", "copy", "select", "trace")  # also names of torch's or numpy's functions
+    }
+)
+"""Standard modules an answer may not import, refused as attributes and imported names too:
+torch and numpy hold many as globals (``torch.nn.functional.dataclasses``, ``torch.storage.io``,
+``torch.cuda.traceback``), where an allowed import would hand them out."""
+
 IMPORTS_FROM_ALLOWED = frozenset({"IPython.display"})
 """Modules whose names an answer may import (``from IPython.display import display``), though
 not the module itself (``IPython`` holds ways to import by a string)."""
@@ -317,7 +338,14 @@ def tamper_names(code: str, also: frozenset[str] = frozenset()) -> list[str]:
             or name in also
             or (name in TAMPER_NAMES and (attribute or name not in own))
             or (name.startswith("__") and name.endswith("__") and name not in DUNDERS_ALLOWED)
-            or (attribute and (name in TAMPER_ATTRIBUTES or name.startswith(INTERNAL_PREFIXES)))
+            or (
+                attribute
+                and (
+                    name in TAMPER_ATTRIBUTES
+                    or name in STDLIB_REFUSED
+                    or name.startswith(INTERNAL_PREFIXES)
+                )
+            )
             or (
                 attribute
                 and name.startswith("_")
@@ -407,9 +435,11 @@ DUNDER = re.compile(r"__[A-Za-z0-9_]+__")
 
 
 def _imported(code: str) -> list[str]:
-    """What the code imports that :func:`tamper_names` refuses: a module outside
-    :data:`IMPORTS_ALLOWED` (a relative import too), or a refused name from an allowed one
-    (``from torch.serialization import os``)."""
+    """What the code imports that :func:`tamper_names` refuses: a module that is not exactly
+    one of :data:`MODULES_ALLOWED` (``numpy.tests.test_warnings`` is not ``numpy``; a relative
+    import neither), or a name from an allowed one that the attribute rules refuse
+    (``from torch import fx``, ``from torch import sys as S``, ``from torch.nn.functional import
+    dataclasses``)."""
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -427,10 +457,16 @@ def _imported(code: str) -> list[str]:
         refused += [
             m
             for m in modules
-            if m.split(".")[0] not in IMPORTS_ALLOWED
+            if m not in MODULES_ALLOWED
             and not (isinstance(node, ast.ImportFrom) and m in IMPORTS_FROM_ALLOWED)
         ]
-        refused += [n for n in names if n in TAMPER_NAMES | TAMPER_BUILTINS or n.startswith("_")]
+        refused += [
+            n
+            for n in names
+            if n in TAMPER_NAMES | TAMPER_BUILTINS | TAMPER_ATTRIBUTES | STDLIB_REFUSED
+            or n.startswith(("_", *INTERNAL_PREFIXES))
+            or (n == "sys" and modules != ["sys"])  # the sys module under another name
+        ]
     if any(isinstance(node, ast.MatchClass) for node in ast.walk(tree)):
         refused.append("match")  # a class pattern reads the attributes its class names
     return refused
