@@ -24,7 +24,7 @@ import sys
 import tokenize
 import unicodedata
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -49,12 +49,22 @@ def reads(expression: str) -> frozenset[str]:
     return frozenset(n.id for n in ast.walk(tree) if isinstance(n, ast.Name))
 
 
-def bound_names(source: str) -> set[str]:
+def parse(code: str | ast.Module | None) -> ast.Module | None:
+    """The code's syntax tree (a tree is passed through, so one parse serves several rules), or
+    None when it is not Python, or too deep or too odd to parse."""
+    if not isinstance(code, str):
+        return code
+    try:
+        return ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def bound_names(source: str | ast.Module | None) -> set[str]:
     """The names a piece of code binds itself (assigned, defined, parameters): its own
     variables (a temporary called ``backward`` is not autograd's)."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = parse(source)
+    if tree is None:
         return set()
     out: set[str] = set()
     for node in ast.walk(tree):
@@ -131,12 +141,11 @@ def _fields(node: ast.expr) -> list[ast.expr]:
     return out
 
 
-def identifiers(code: str) -> set[str]:
+def identifiers(code: str | ast.Module | None) -> set[str]:
     """Every identifier the compiler reads in ``code`` (names, attributes, parameters,
     keywords, imports; NFKC-normalised as Python does), or none when it does not parse."""
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = parse(code)
+    if tree is None:
         return set()
     out: set[str] = set()
     for node in ast.walk(tree):
@@ -191,12 +200,11 @@ def without_harmless_autograd(code: str) -> str:
     return code
 
 
-def own_functions(code: str) -> set[str]:
+def own_functions(code: str | ast.Module | None) -> set[str]:
     """The functions and methods the code defines itself: ``Tanh(h).backward(dh)`` calls the
     code's own ``backward``, not autograd's (autograd's own is poisoned at run time anyway)."""
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = parse(code)
+    if tree is None:
         return set()
     kinds = (ast.FunctionDef, ast.AsyncFunctionDef)
     return {node.name for node in ast.walk(tree) if isinstance(node, kinds)}
@@ -248,8 +256,9 @@ TAMPER_ATTRIBUTES = frozenset(
     | {"overrides", "backends", "f2py", "distutils", "lib", "core", "compat", "ao"}
     | {"quantization", "benchmark"}
     # an AttributeError's object (a lookup by a string that failed hands over what it reached),
-    # and standard modules that torch and re re-export under their own names
-    | {"obj", "mp", "spawn", "bltns", "enum", "glob", "io", "traceback", "shutil", "tempfile"}
+    # and standard modules that torch and re re-export under names of their own (those under
+    # their own names, torch.storage.io say, are STDLIB_REFUSED)
+    | {"obj", "mp", "spawn", "bltns"}
     | {"tests"}  # numpy's test modules hold pytest, operator and more
 )
 """Names that reach outside as attributes only: a traceback leads to frames, ``np.load``,
@@ -310,6 +319,10 @@ STDLIB_REFUSED = (
 torch and numpy hold many as globals (``torch.nn.functional.dataclasses``, ``torch.storage.io``,
 ``torch.cuda.traceback``), where an allowed import would hand them out."""
 
+IMPORTED_NAMES_REFUSED = TAMPER_NAMES | TAMPER_BUILTINS | TAMPER_ATTRIBUTES | STDLIB_REFUSED
+"""Names an answer may not import from an allowed module: an imported name obeys the rules of
+names and of attributes both (``from torch import fx`` is ``torch.fx``)."""
+
 IMPORTS_FROM_ALLOWED = frozenset({"IPython.display"})
 """Modules whose names an answer may import (``from IPython.display import display``), though
 not the module itself (``IPython`` holds ways to import by a string)."""
@@ -326,7 +339,8 @@ def tamper_names(code: str, also: frozenset[str] = frozenset()) -> list[str]:
     ``also``: more names to refuse wherever they occur."""
     found: list[str] = []
     toks = tokens(code)
-    own = bound_names(code)
+    tree = parse(code)  # one parse for every rule that reads the tree
+    own = bound_names(tree)
     for i, tok in enumerate(toks):
         if tok.type != tokenize.NAME or tok.string in found:
             continue
@@ -356,24 +370,22 @@ def tamper_names(code: str, also: frozenset[str] = frozenset()) -> list[str]:
             or (name == "type" and _arguments(toks, i + 1) >= 3)
         ):
             found.append(name)
-    for name in [*_imported(code), *_by_tree(code)]:
+    for name in [*_imported(tree), *_by_tree(tree)]:
         if name not in found:
             found.append(name)
     seen = {t.string for t in toks if t.type == tokenize.NAME}
-    for name in sorted(identifiers(code) - seen):  # code this scan cannot read: hidden
+    for name in sorted(identifiers(tree) - seen):  # code this scan cannot read: hidden
         if name not in found:
             found.append(name)
     return found
 
 
-def _by_tree(code: str) -> list[str]:
+def _by_tree(tree: ast.Module | None) -> list[str]:
     """What :func:`tamper_names` refuses as the compiler reads it: ``sys`` but as
     ``sys.<name of SYS_ALLOWED>`` (or ``import sys``); a string that is a dunder name
     (``{"__getattr__": f}`` handed to ``type``); ``__name__`` assigned (code generation pastes
     names into source)."""
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    if tree is None:
         return []
     refused: list[str] = []
     on_sys = {  # the sys Name nodes read as sys.<attribute>: the attribute
@@ -405,8 +417,9 @@ def _by_tree(code: str) -> list[str]:
             refused.append("__name__")
         elif isinstance(node, ast.Attribute) and node.attr in ("format", "format_map"):
             template = node.value
-            literal = isinstance(template, ast.Constant) and isinstance(template.value, str)
-            if not literal or _walks_attributes(cast(str, cast(ast.Constant, template).value)):
+            if not (isinstance(template, ast.Constant) and isinstance(template.value, str)):
+                refused.append(f"str.{node.attr}")  # a template made at run time
+            elif _walks_attributes(template.value):
                 refused.append(f"str.{node.attr}")
     return list(dict.fromkeys(refused))
 
@@ -434,15 +447,13 @@ def _walks_attributes(template: str) -> bool:
 DUNDER = re.compile(r"__[A-Za-z0-9_]+__")
 
 
-def _imported(code: str) -> list[str]:
+def _imported(tree: ast.Module | None) -> list[str]:
     """What the code imports that :func:`tamper_names` refuses: a module that is not exactly
     one of :data:`MODULES_ALLOWED` (``numpy.tests.test_warnings`` is not ``numpy``; a relative
     import neither), or a name from an allowed one that the attribute rules refuse
     (``from torch import fx``, ``from torch import sys as S``, ``from torch.nn.functional import
     dataclasses``)."""
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    if tree is None:
         return []
     refused: list[str] = []
     for node in ast.walk(tree):
@@ -463,7 +474,7 @@ def _imported(code: str) -> list[str]:
         refused += [
             n
             for n in names
-            if n in TAMPER_NAMES | TAMPER_BUILTINS | TAMPER_ATTRIBUTES | STDLIB_REFUSED
+            if n in IMPORTED_NAMES_REFUSED
             or n.startswith(("_", *INTERNAL_PREFIXES))
             or (n == "sys" and modules != ["sys"])  # the sys module under another name
         ]
@@ -495,9 +506,8 @@ def carries_over(code: str, name: str) -> bool:
     order: it builds on whatever ``name`` held before it ran, which in a training loop is the
     previous iteration's value. Only the cell's own flow counts: a function or lambda it defines
     (``def acc(ix, d): dC[ix] += d`` before ``dC = torch.zeros_like(C)``) reads when called."""
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = parse(code)
+    if tree is None:
         return False
     scope = _own_scope(tree)
     late = {  # an assignment binds after its value is computed: `x = x + 1` reads x first

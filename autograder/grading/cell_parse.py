@@ -6,7 +6,8 @@ reader reads those: when a cell as a whole is not valid Python, it is cut into i
 statements (a ``for`` loop or an ``if`` block with its body and its ``else``, a decorated ``def``
 whole), found by :mod:`tokenize`, and each is parsed on its own. A statement that is not valid
 Python is skipped whole and named, never cut inside, so nothing is read that the learner did not
-write as one statement, and line numbers stay the cell's.
+write as one statement, and line numbers stay the cell's. Before any parse, in either format,
+IPython's own lines (magics, shell lines) are blanked by :func:`without_magics`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,24 @@ from __future__ import annotations
 import ast
 import io
 import tokenize
+
+MAGIC_PREFIXES = ("%", "!", "?")
+"""IPython lines that are not Python (``%matplotlib inline``, ``!pip install``, ``?torch.sum``)."""
+
+
+def without_magics(text: str, cell_magics: bool = True) -> str:
+    """The cell's text with IPython-only lines blanked, line numbers kept: Jupyter runs them
+    apart from the Python around them. With ``cell_magics`` False a ``%%time`` line stays (it
+    decides how the whole cell runs, so the cell is not Python: a kit answer cell so written
+    fails as it is; the lecture's reader only looks for statements, and takes them either way)."""
+    return "\n".join(
+        ""
+        if line.lstrip().startswith(MAGIC_PREFIXES)
+        and (cell_magics or not line.lstrip().startswith("%%"))
+        else line
+        for line in text.split("\n")
+    )
+
 
 CONTINUATIONS = frozenset({"else", "elif", "except", "finally"})
 """Keywords that carry on the compound statement above them at the cell's left margin."""

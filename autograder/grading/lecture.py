@@ -127,12 +127,11 @@ def read_lecture(nb: Mapping[str, Any], path: Path) -> list[Submission] | None:
     for other in ONE_GO:
         step = other.steps[0]
         attempts = _attempts(ctx, step.name)
+        after = _after_the_chain(ctx, attempts, step)
         mine = [
             a
-            for a in attempts
-            if cells.get(a.stmts[-1].cell) is other
-            or _one_go(ctx, a, step)
-            or _after_the_chain(ctx, a, attempts, step)
+            for a, later in zip(attempts, after, strict=True)
+            if cells.get(a.stmts[-1].cell) is other or _one_go(ctx, a, step) or later
         ]
         claimed[step.name] = mine
         if mine:
@@ -282,24 +281,22 @@ def _one_go(ctx: Context, attempt: Attempt, step: Step) -> bool:
     return not read & given and (bool(others) or bool(read & set(MAIN.data) - {"Xb"}))
 
 
-def _after_the_chain(
-    ctx: Context, attempt: Attempt, attempts: Sequence[Attempt], step: Step
-) -> bool:
-    """An attempt at ``dlogits`` (or ``dhprebn``) that reads none of the gradients Exercise 1
-    gives it, in a later cell than an attempt that does (Exercise 1's, by the chain rule): an
-    attempt at the one-go exercise (``dlogits = F.softmax(logits, 1) / n``, unfinished), not a
-    new answer to Exercise 1 that would replace the chain rule's."""
+def _after_the_chain(ctx: Context, attempts: Sequence[Attempt], step: Step) -> list[bool]:
+    """For each attempt at ``dlogits`` (or ``dhprebn``), whether it reads none of the gradients
+    Exercise 1 gives it and stands in a later cell than an attempt that does (Exercise 1's, by
+    the chain rule): an attempt at the one-go exercise (``dlogits = F.softmax(logits, 1) / n``,
+    unfinished), not a new answer to Exercise 1 that would replace the chain rule's. One pass
+    over the attempts, in file order, each read once."""
     given = set(MAIN.step(step.name).upstream)
-
-    def reads_given(a: Attempt) -> bool:
+    out: list[bool] = []
+    first_chain: int | None = None  # the cell of the first attempt by the chain rule
+    for a in attempts:
         stmts, _ = _with_temporaries(ctx, a)
-        return bool({ctx.names.ours(n) or n for n in _free(stmts)} & given)
-
-    cell = attempt.stmts[0].cell
-    earlier = [a for a in attempts if a.stmts[-1].index < attempt.stmts[0].index]
-    return not reads_given(attempt) and any(
-        a.stmts[-1].cell < cell and reads_given(a) for a in earlier
-    )
+        chain = bool({ctx.names.ours(n) or n for n in _free(stmts)} & given)
+        out.append(not chain and first_chain is not None and first_chain < a.stmts[0].cell)
+        if chain and first_chain is None:
+            first_chain = a.stmts[-1].cell
+    return out
 
 
 def _autograd_reads(ctx: Context, stmts: Sequence[Stmt]) -> set[str]:

@@ -29,10 +29,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import cast
 
-from .cell_parse import parse_cell
-
-MAGIC_PREFIXES = ("%", "!", "?")
-"""IPython lines that are not Python (``%matplotlib inline``, ``!pip install``): blanked."""
+from .cell_parse import parse_cell, without_magics
 
 
 @dataclass(frozen=True)
@@ -106,13 +103,6 @@ def cell_source(cell: Mapping[str, object]) -> str:
     if isinstance(src, list):
         return "".join(s for s in src if isinstance(s, str))
     return src if isinstance(src, str) else ""
-
-
-def without_magics(text: str) -> str:
-    """The cell's text with IPython-only lines blanked (line numbers are kept)."""
-    return "\n".join(
-        "" if line.lstrip().startswith(MAGIC_PREFIXES) else line for line in text.split("\n")
-    )
 
 
 def without_leading_indent(text: str) -> str:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..exercises import DEFAULT, EXERCISES, Exercise
+from .cell_parse import without_magics
 
 MAX_NOTEBOOK_BYTES = 50 * 2**20
 """A notebook larger than this is refused unread (a real one is well under 1 MB)."""
@@ -220,20 +221,9 @@ def extract_answers(nb: dict[str, Any], path: Path, exercise: Exercise | None = 
                 f"most {MAX_ANSWER_CHARS:,})"
             )
         else:
-            sub.answers[step.name] = without_line_magics(cells[0][1])
+            sub.answers[step.name] = without_magics(cells[0][1], cell_magics=False)
             sub.where[step.name] = f"cell {cells[0][0]}"
     return sub
-
-
-def without_line_magics(code: str) -> str:
-    """``code`` with IPython's line magics and shell lines (``%matplotlib inline``, ``!ls``)
-    blanked, line numbers kept: Jupyter runs them beside the answer, which computes nothing with
-    them. A cell magic (``%%time``) stays: it decides how the whole cell runs."""
-    lines = code.split("\n")
-    return "\n".join(
-        "" if line.lstrip().startswith(("%", "!")) and not line.lstrip().startswith("%%") else line
-        for line in lines
-    )
 
 
 def find_notebooks(paths: list[Path]) -> list[Path]:

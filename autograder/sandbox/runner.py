@@ -246,6 +246,14 @@ def _torch_modules() -> list[Any]:
     return [m for m in found if m is not None]
 
 
+UNPICKLING_CLASSES = (
+    ("multiprocessing.reduction", "ForkingPickler"),
+    ("multiprocessing.connection", "_ForkingPickler"),
+)
+"""Classes that keep ``pickle.loads`` as an attribute of their own (module-level aliases of the
+unpickling functions are found by :func:`_replace_aliases`)."""
+
+
 def _poison(torch: Any) -> None:
     """Replace every entry point of autograd the runner knows (see the module docstring).
 
@@ -346,14 +354,6 @@ def _poison(torch: Any) -> None:
         if found is not None:
             _put(found, "loads", unpickling)
     _replace_aliases()
-
-
-UNPICKLING_CLASSES = (
-    ("multiprocessing.reduction", "ForkingPickler"),
-    ("multiprocessing.connection", "_ForkingPickler"),
-)
-"""Classes that keep ``pickle.loads`` as an attribute of their own (module-level aliases of the
-unpickling functions are found by :func:`_replace_aliases`)."""
 
 
 def _poison_operators(torch: Any, make: Any) -> None:
